@@ -1,0 +1,1 @@
+"""Threadline: a multi-tenant RAG chat platform."""

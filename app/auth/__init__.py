@@ -1,0 +1,1 @@
+"""Authentication: passwords, JWTs, API keys, the request's principal."""

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.auth import service
+from app.auth.principal import AdminPrincipal, CurrentPrincipal
+from app.auth.repository import ApiKeyRepository
+from app.auth.schemas import (
+    ApiKeyCreated,
+    ApiKeyInfo,
+    CreateApiKeyRequest,
+    CreateUserRequest,
+    LoginRequest,
+    MeResponse,
+    RefreshRequest,
+    TokenResponse,
+    UserResponse,
+)
+from app.core.deps import DbSession, RedisDep, SettingsDep
+from app.core.errors import BadRequest
+
+router = APIRouter(tags=["auth"])
+admin_router = APIRouter(prefix="/admin", tags=["admin"])
+
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+async def login_request(request: Request) -> LoginRequest:
+    """The login body: JSON `{"email","password"}` or an OAuth2 password form."""
+    content_type = request.headers.get("content-type", "")
+    data: Any
+    if content_type.startswith(_FORM_TYPES):
+        form = await request.form()
+        data = {"email": form.get("username"), "password": form.get("password")}
+        if form.get("tenant"):
+            data["tenant"] = form.get("tenant")
+    else:
+        try:
+            data = json.loads(await request.body() or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadRequest("The request body is not valid JSON.", code="malformed_json") from exc
+    try:
+        return LoginRequest.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**err, "loc": ("body", *err["loc"])} for err in exc.errors()]
+        ) from exc
+
+
+_LOGIN_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": LoginRequest.model_json_schema()},
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object",
+                    "required": ["username", "password"],
+                    "properties": {
+                        "username": {"type": "string", "description": "e-mail"},
+                        "password": {"type": "string"},
+                        "tenant": {"type": "string"},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+@router.post("/auth/token", response_model=TokenResponse, openapi_extra=_LOGIN_BODY)
+async def issue_token(
+    body: Annotated[LoginRequest, Depends(login_request)],
+    session: DbSession,
+    settings: SettingsDep,
+) -> TokenResponse:
+    """Log in with e-mail and password; returns an access and a refresh token."""
+    pair = await service.login(session, settings, body.email, body.password, body.tenant)
+    return TokenResponse(**pair.__dict__)
+
+
+@router.post("/auth/refresh", response_model=TokenResponse)
+async def refresh_token(
+    body: RefreshRequest, session: DbSession, settings: SettingsDep, redis: RedisDep
+) -> TokenResponse:
+    """Exchange a refresh token (once) for a new pair."""
+    pair = await service.refresh(session, settings, redis, body.refresh_token)
+    return TokenResponse(**pair.__dict__)
+
+
+@router.get("/me", response_model=MeResponse)
+async def me(principal: CurrentPrincipal) -> MeResponse:
+    return MeResponse(
+        id=principal.user_id,
+        email=principal.email,
+        tenant_id=principal.tenant_id,
+        role=principal.role,
+    )
+
+
+@admin_router.post("/users", response_model=UserResponse, status_code=status.HTTP_201_CREATED)
+async def create_user(
+    body: CreateUserRequest, admin: AdminPrincipal, session: DbSession, settings: SettingsDep
+) -> UserResponse:
+    """Add a user to the admin's tenant."""
+    user = await service.create_user(
+        session,
+        settings,
+        admin.tenant_id,
+        email=body.email,
+        password=body.password,
+        role=body.role,
+    )
+    await session.refresh(user)
+    return UserResponse.model_validate(user)
+
+
+@admin_router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
+async def create_api_key(
+    body: CreateApiKeyRequest, admin: AdminPrincipal, session: DbSession
+) -> ApiKeyCreated:
+    """Create a server-to-server key acting as the admin. The key is shown only here."""
+    key, raw = await service.create_api_key(session, admin, name=body.name, role=body.role)
+    return ApiKeyCreated(
+        id=key.id,
+        key=raw,
+        name=key.name,
+        role=key.role,
+        prefix=key.key_prefix,
+    )
+
+
+@admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
+async def list_api_keys(admin: AdminPrincipal, session: DbSession) -> list[ApiKeyInfo]:
+    keys = await ApiKeyRepository(session, admin.tenant_id).list()
+    return [ApiKeyInfo.model_validate(key) for key in keys]
+
+
+@admin_router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, session: DbSession) -> None:
+    await service.revoke_api_key(session, admin, key_id)

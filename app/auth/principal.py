@@ -1,0 +1,87 @@
+"""Who is calling: resolved from a bearer token or an API key, once per request."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, OAuth2PasswordBearer
+
+from app.auth import tokens
+from app.auth.repository import UserRepository, find_api_key
+from app.core.db import scope_to_tenant
+from app.core.deps import DbSession, SettingsDep
+from app.core.errors import Forbidden, Unauthorized
+
+ROLE_RANK = {"member": 0, "admin": 1}
+
+# OAuth2 password flow in the OpenAPI schema, so /docs can log in with the form.
+_bearer = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="Tenant API key")
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: uuid.UUID
+    tenant_id: uuid.UUID
+    email: str
+    role: str
+    via: Literal["token", "api_key"]
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def hash_api_key(raw_key: str) -> str:
+    # API keys are 256-bit random strings: a fast hash is enough, and lets us index it.
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+async def authenticate(
+    request: Request,
+    session: DbSession,
+    settings: SettingsDep,
+    bearer: Annotated[str | None, Depends(_bearer)],
+    api_key: Annotated[str | None, Depends(_api_key)],
+) -> Principal:
+    """Resolve the caller and scope the request's transaction to their tenant.
+
+    The user row is read on every request, so a deleted user or a changed role takes effect
+    at once rather than when the token expires.
+    """
+    via: Literal["token", "api_key"]
+    if api_key:
+        key = await find_api_key(session, hash_api_key(api_key))
+        if key is None:
+            raise Unauthorized("The API key is not valid.", code="invalid_api_key")
+        tenant_id, user_id, role_cap, via = key.tenant_id, key.user_id, key.role, "api_key"
+    elif bearer is not None:
+        claims = tokens.decode(settings, bearer, "access")
+        tenant_id, user_id, role_cap, via = claims.tenant_id, claims.user_id, "admin", "token"
+    else:
+        raise Unauthorized("Authentication required: send a bearer token or an X-API-Key.")
+
+    await scope_to_tenant(session, tenant_id)
+    user = await UserRepository(session, tenant_id).get(user_id)
+    if user is None:
+        raise Unauthorized("The account no longer exists.", code="unknown_account")
+    role = min(user.role, role_cap, key=ROLE_RANK.__getitem__)
+    principal = Principal(user.id, tenant_id, user.email, role, via)
+    request.state.principal = principal
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(authenticate)]
+
+
+async def require_admin(principal: CurrentPrincipal) -> Principal:
+    if not principal.is_admin:
+        raise Forbidden("This requires the admin role.", code="admin_required")
+    return principal
+
+
+AdminPrincipal = Annotated[Principal, Depends(require_admin)]

@@ -1,0 +1,104 @@
+"""JWT access and refresh tokens. The `typ` claim keeps one from being used as the other."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jwt
+
+from app.config import Settings
+from app.core.errors import Unauthorized
+
+TokenType = Literal["access", "refresh"]
+ALGORITHM = "HS256"
+
+
+@dataclass(frozen=True)
+class TokenClaims:
+    user_id: uuid.UUID
+    tenant_id: uuid.UUID
+    role: str
+    token_type: TokenType
+    jti: str
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    access_token: str
+    refresh_token: str
+    expires_in: int
+
+
+def _encode(
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    role: str,
+    token_type: TokenType,
+    ttl: int,
+) -> str:
+    now = int(time.time())
+    payload: dict[str, Any] = {
+        "iss": settings.jwt_issuer,
+        "sub": str(user_id),
+        "tid": str(tenant_id),
+        "role": role,
+        "typ": token_type,
+        "jti": uuid.uuid4().hex,
+        "iat": now,
+        "exp": now + ttl,
+    }
+    return jwt.encode(payload, settings.jwt_secret.get_secret_value(), algorithm=ALGORITHM)
+
+
+def issue_pair(
+    settings: Settings, *, user_id: uuid.UUID, tenant_id: uuid.UUID, role: str
+) -> TokenPair:
+    def encode(token_type: TokenType, ttl: int) -> str:
+        return _encode(
+            settings,
+            user_id=user_id,
+            tenant_id=tenant_id,
+            role=role,
+            token_type=token_type,
+            ttl=ttl,
+        )
+
+    return TokenPair(
+        access_token=encode("access", settings.access_token_ttl_seconds),
+        refresh_token=encode("refresh", settings.refresh_token_ttl_seconds),
+        expires_in=settings.access_token_ttl_seconds,
+    )
+
+
+def decode(settings: Settings, token: str, expected: TokenType) -> TokenClaims:
+    try:
+        payload = jwt.decode(
+            token,
+            settings.jwt_secret.get_secret_value(),
+            algorithms=[ALGORITHM],
+            issuer=settings.jwt_issuer,
+            options={"require": ["exp", "iat", "sub", "tid", "typ", "jti"]},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise Unauthorized("The token has expired.", code="token_expired") from exc
+    except jwt.PyJWTError as exc:
+        raise Unauthorized("The token is not valid.", code="invalid_token") from exc
+    if payload.get("typ") != expected:
+        raise Unauthorized(f"An {expected} token is required.", code="invalid_token_type")
+    try:
+        return TokenClaims(
+            user_id=uuid.UUID(payload["sub"]),
+            tenant_id=uuid.UUID(payload["tid"]),
+            role=str(payload.get("role", "member")),
+            token_type=expected,
+            jti=str(payload["jti"]),
+            expires_at=int(payload["exp"]),
+        )
+    except (ValueError, TypeError) as exc:
+        raise Unauthorized("The token is not valid.", code="invalid_token") from exc

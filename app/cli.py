@@ -1,0 +1,244 @@
+"""The `threadline` command: serve, migrate, and manage tenants, users and API keys.
+
+With no `DATABASE_URL`, every command attaches to the embedded PostgreSQL under
+`THREADLINE_DATA_DIR` and brings its schema to head first, so separate commands see the same,
+ready data. Against an external database, `threadline migrate` is an explicit step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings, get_settings
+from app.core.errors import AppError
+
+cli = typer.Typer(
+    name="threadline",
+    help="Threadline: multi-tenant RAG chat platform.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+tenants_cli = typer.Typer(help="Manage tenants.", no_args_is_help=True)
+users_cli = typer.Typer(help="Manage users.", no_args_is_help=True)
+api_keys_cli = typer.Typer(help="Manage API keys.", no_args_is_help=True)
+cli.add_typer(tenants_cli, name="tenants")
+cli.add_typer(users_cli, name="users")
+cli.add_typer(api_keys_cli, name="api-keys")
+
+T = TypeVar("T")
+
+DEMO_TENANT = "demo"
+DEMO_EMAIL = "admin@demo.example"
+DEMO_PASSWORD = "threadline-demo"  # the documented local demo login
+
+
+def _run(job: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
+    """Run one async job; domain errors become a message and exit code 1, not a trace."""
+    settings = get_settings()
+    try:
+        return asyncio.run(job(settings))
+    except AppError as exc:
+        typer.secho(f"error: {exc.message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+
+
+async def _migrate(settings: Settings, revision: str = "head") -> None:
+    from app.core import migrate
+    from app.core.database_urls import resolve_database_urls
+
+    urls = await asyncio.to_thread(resolve_database_urls, settings)
+    await migrate.upgrade(settings, urls.owner, revision)
+
+
+@asynccontextmanager
+async def _transaction(settings: Settings) -> AsyncIterator[AsyncSession]:
+    """A transaction as the application role (RLS applies), committed on success."""
+    from app.lifespan import build_resources, release_resources
+
+    if settings.embedded_database:
+        await _migrate(settings)
+    resources = await build_resources(settings)
+    try:
+        async with resources.sessionmaker() as session, session.begin():
+            yield session
+    finally:
+        await release_resources(resources)
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+) -> None:
+    """Serve the HTTP API (migrating the embedded database first)."""
+    import uvicorn
+
+    from app.core.logging import configure_logging
+
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    if settings.embedded_database:
+        _run(_migrate)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; exiting normally instead lets
+    # atexit detach this process from the embedded PostgreSQL (see app.core.embedded).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    uvicorn.run(
+        "app.main:app_factory",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_config=None,
+        proxy_headers=True,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@cli.command()
+def migrate(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+) -> None:
+    """Bring the database schema (LangGraph's checkpoint tables included) to REVISION."""
+    _run(lambda settings: _migrate(settings, revision))
+    typer.echo(f"database migrated to {revision}")
+
+
+@cli.command()
+def downgrade(revision: Annotated[str, typer.Argument(help="Target revision, or 'base'.")]) -> None:
+    """Revert the schema to REVISION."""
+    from app.core import migrate as migrations
+    from app.core.database_urls import resolve_database_urls
+
+    async def job(settings: Settings) -> None:
+        urls = await asyncio.to_thread(resolve_database_urls, settings)
+        await migrations.downgrade(settings, urls.owner, revision)
+
+    _run(job)
+    typer.echo(f"database downgraded to {revision}")
+
+
+@tenants_cli.command("create")
+def tenants_create(name: Annotated[str, typer.Argument(help="Tenant name.")]) -> None:
+    """Create a tenant and print its id."""
+    from app.tenants.service import create_tenant
+
+    async def job(settings: Settings) -> str:
+        async with _transaction(settings) as session:
+            return str((await create_tenant(session, name)).id)
+
+    typer.echo(_run(job))
+
+
+@users_cli.command("create")
+def users_create(
+    tenant: Annotated[str, typer.Option(help="Tenant name.")],
+    email: Annotated[str, typer.Option(help="E-mail address (the login).")],
+    password: Annotated[str, typer.Option(help="Password.", prompt=True, hide_input=True)],
+    role: Annotated[str, typer.Option(help="member or admin.")] = "member",
+) -> None:
+    """Create a user in a tenant and print its id."""
+    from app.auth.schemas import normalise_email
+    from app.auth.service import create_user
+    from app.tenants.service import require_tenant
+
+    if role not in ("member", "admin"):
+        raise typer.BadParameter("role must be 'member' or 'admin'", param_hint="--role")
+    try:
+        address = normalise_email(email)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--email") from exc
+
+    async def job(settings: Settings) -> str:
+        async with _transaction(settings) as session:
+            found = await require_tenant(session, tenant)
+            from app.core.db import scope_to_tenant
+
+            await scope_to_tenant(session, found.id)
+            user = await create_user(
+                session, settings, found.id, email=address, password=password, role=role
+            )
+            return str(user.id)
+
+    typer.echo(_run(job))
+
+
+@api_keys_cli.command("create")
+def api_keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant name.")],
+    email: Annotated[str, typer.Option(help="The user the key acts as.")],
+    name: Annotated[str, typer.Option(help="A label for the key.")],
+    role: Annotated[str, typer.Option(help="member or admin (at most the user's).")] = "member",
+) -> None:
+    """Create an API key acting as a user and print it (it is shown only once)."""
+    from app.auth.principal import Principal
+    from app.auth.repository import UserRepository
+    from app.auth.service import create_api_key
+    from app.core.db import scope_to_tenant
+    from app.core.errors import NotFound
+    from app.tenants.service import require_tenant
+
+    async def job(settings: Settings) -> str:
+        async with _transaction(settings) as session:
+            found = await require_tenant(session, tenant)
+            await scope_to_tenant(session, found.id)
+            user = await UserRepository(session, found.id).by_email(email.strip().lower())
+            if user is None:
+                raise NotFound(f"No user {email!r} in tenant {tenant!r}.")
+            owner = Principal(user.id, found.id, user.email, user.role, "token")
+            _, raw = await create_api_key(session, owner, name=name, role=role)
+            return raw
+
+    typer.echo(_run(job))
+
+
+@cli.command()
+def demo() -> None:
+    """Create the demo tenant and admin (once) and print how to log in."""
+    from app.auth.service import create_user
+    from app.core.db import scope_to_tenant
+    from app.tenants.repository import find_tenant_by_name
+    from app.tenants.service import create_tenant
+
+    async def job(settings: Settings) -> bool:
+        async with _transaction(settings) as session:
+            tenant = await find_tenant_by_name(session, DEMO_TENANT)
+            if tenant is not None:
+                return False
+            tenant = await create_tenant(session, DEMO_TENANT)
+            await scope_to_tenant(session, tenant.id)
+            await create_user(
+                session,
+                settings,
+                tenant.id,
+                email=DEMO_EMAIL,
+                password=DEMO_PASSWORD,
+                role="admin",
+            )
+            return True
+
+    created = _run(job)
+    typer.echo(("Created" if created else "Found") + f" the demo tenant {DEMO_TENANT!r}.")
+    typer.echo(
+        "\nLog in at http://127.0.0.1:8000/docs (Authorize) or with:\n"
+        "  curl -s -X POST http://127.0.0.1:8000/auth/token \\\n"
+        "       -H 'content-type: application/json' \\\n"
+        f'       -d \'{{"email": "{DEMO_EMAIL}", "password": "{DEMO_PASSWORD}"}}\'\n'
+        f"  e-mail: {DEMO_EMAIL}   password: {DEMO_PASSWORD}   role: admin\n"
+    )
+
+
+def main() -> None:
+    cli(prog_name="threadline")
+
+
+if __name__ == "__main__":
+    main()

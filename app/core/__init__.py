@@ -1,0 +1,1 @@
+"""Shared infrastructure: database, Redis, errors, logging, dependencies."""

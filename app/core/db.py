@@ -1,0 +1,112 @@
+"""SQLAlchemy foundations: declarative base, engines, and the per-transaction tenant scope.
+
+Row-level security reads the tenant from the transaction-local setting `threadline.tenant_id`.
+Every transaction a `Session` begins sets it (or clears it) first, from `session.info`, so a
+pooled connection can never carry one request's tenant into another's transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, MetaData, event, func, text
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column
+
+NAMING_CONVENTION: Mapping[str, str] = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Transaction-local settings read by the row-level-security policies (see migrations and
+# docs/adr/0002). `TENANT` scopes every tenant-owned table; the others open one narrow,
+# read-only door each, for the few look-ups that happen before the tenant is known.
+TENANT = "threadline.tenant_id"
+LOGIN_EMAIL = "threadline.login_email"
+API_KEY_HASH = "threadline.api_key_hash"
+TENANT_NAME = "threadline.tenant_name"
+SCOPE_SETTINGS = (TENANT, LOGIN_EMAIL, API_KEY_HASH, TENANT_NAME)
+
+_SET_SCOPE = text(
+    "SELECT "
+    + ", ".join(f"set_config('{name}', :s{i}, true)" for i, name in enumerate(SCOPE_SETTINGS))
+)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=dict(NAMING_CONVENTION))
+
+
+def new_id() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+class TenantOwned:
+    """Mixin for tenant-owned tables: `(tenant_id, id)` is the primary key.
+
+    Carrying the tenant in every key lets child tables reference parents by
+    `(tenant_id, parent_id)` (the database refuses a cross-tenant link) and lets the schema be
+    distributed by tenant (Citus) later without changing keys.
+    """
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, index=False)
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=new_id)
+
+
+class Timestamped:
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+
+
+def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"server_settings": {"application_name": "threadline"}},
+    )
+
+
+def create_sessionmaker(bind: AsyncEngine | Any) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(bind=bind, expire_on_commit=False, autoflush=False)
+
+
+def scope_values(info: Mapping[str, Any]) -> dict[str, str]:
+    return {f"s{i}": str(info.get(name) or "") for i, name in enumerate(SCOPE_SETTINGS)}
+
+
+@event.listens_for(Session, "after_begin")
+def _apply_scope(session: Session, transaction: SessionTransaction, connection: Connection) -> None:
+    """Set (or clear) every RLS setting at the start of each transaction."""
+    connection.execute(_SET_SCOPE, scope_values(session.info))
+
+
+async def set_scope(session: AsyncSession, values: Mapping[str, object | None]) -> None:
+    """Change the RLS scope of `session` (keys from `SCOPE_SETTINGS`), now and for its later
+    transactions."""
+    unknown = set(values) - set(SCOPE_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown scope settings: {sorted(unknown)}")
+    session.info.update(values)
+    if session.in_transaction():
+        await session.execute(_SET_SCOPE, scope_values(session.info))
+
+
+async def scope_to_tenant(session: AsyncSession, tenant_id: uuid.UUID | None) -> None:
+    await set_scope(session, {TENANT: tenant_id})

@@ -1,0 +1,149 @@
+"""Domain errors carry their HTTP status and a stable code; one set of handlers renders them.
+
+Every failure leaves the server as `{"error": {"code", "message"}}` (plus `details` for
+validation errors and `request_id` always). Unexpected exceptions are caught by
+`RequestContextMiddleware`, logged with their trace and answered with a generic 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.request_context import current_request_id
+
+
+class AppError(Exception):
+    status_code = 500
+    code = "internal_error"
+    message = "Internal server error."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.message = message or self.message
+        self.code = code or self.code
+        self.headers = headers
+        super().__init__(self.message)
+
+
+class BadRequest(AppError):
+    status_code, code, message = 400, "bad_request", "The request is malformed."
+
+
+class Unauthorized(AppError):
+    status_code, code, message = 401, "unauthorized", "Authentication required."
+
+    def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
+        super().__init__(message, code=code, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(AppError):
+    status_code, code, message = 403, "forbidden", "You do not have permission to do this."
+
+
+class NotFound(AppError):
+    status_code, code, message = 404, "not_found", "Not found."
+
+
+class Conflict(AppError):
+    status_code, code, message = 409, "conflict", "The resource already exists."
+
+
+class PayloadTooLarge(AppError):
+    status_code, code, message = 413, "payload_too_large", "The request body is too large."
+
+
+class UnsupportedMediaType(AppError):
+    status_code, code, message = 415, "unsupported_media_type", "Unsupported media type."
+
+
+class UnprocessableEntity(AppError):
+    status_code, code, message = 422, "validation_error", "The request is invalid."
+
+
+class TooManyRequests(AppError):
+    status_code, code, message = 429, "rate_limited", "Too many requests."
+
+
+class ServiceUnavailable(AppError):
+    status_code, code, message = 503, "service_unavailable", "Service temporarily unavailable."
+
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "service_unavailable",
+}
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message, **extra}
+    request_id = current_request_id()
+    if request_id:
+        body["request_id"] = request_id
+    return {"error": body}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, **extra), status_code=status, headers=headers)
+
+
+async def _app_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, AppError)
+    return error_response(exc.status_code, exc.code, exc.message, exc.headers)
+
+
+def _clean_errors(errors: Any) -> list[dict[str, Any]]:
+    """Validation details without echoing the (possibly large or secret) input back."""
+    return [
+        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
+        for err in errors
+    ]
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = _clean_errors(exc.errors())
+    if any(err["type"] == "json_invalid" for err in errors):
+        return error_response(400, "malformed_json", "The request body is not valid JSON.")
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(part) for part in first["loc"] if part != "body") or "request"
+    return error_response(422, "validation_error", f"{where}: {first['msg']}", details=errors)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _STATUS_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else "Request failed."
+    return error_response(exc.status_code, code, message, exc.headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -1,0 +1,129 @@
+"""Pure ASGI middleware: request id + access log, and the request body size limit.
+
+Pure ASGI (not BaseHTTPMiddleware) so streaming responses are passed through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.errors import error_body
+from app.core.request_context import reset_request_id, set_request_id
+
+logger = logging.getLogger("threadline.access")
+
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestContextMiddleware:
+    """Give each request an id (the caller's `X-Request-ID` if sane), echo it, log the request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        token = set_request_id(request_id)
+        started_at = time.perf_counter()
+        status = 500
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status, started = message["status"], True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Here rather than in Starlette's outermost handler, so the answer still carries
+            # the request id. Nothing of the exception reaches the client.
+            logger.exception("unhandled error", extra={"path": scope["path"]})
+            if not started:
+                body = error_body("internal_error", "Internal server error.")
+                await _send_json(send_with_id, 500, body)
+        finally:
+            logger.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started_at) * 1000, 2),
+                },
+            )
+            reset_request_id(token)
+
+
+def _too_large(limit: int) -> str:
+    return f"The request body exceeds the limit of {limit} bytes."
+
+
+class BodySizeLimitMiddleware:
+    """Refuse bodies over the limit with 413, by Content-Length or while streaming them in.
+
+    `overrides` gives larger limits to path prefixes (file uploads).
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, overrides: Iterable[tuple[str, int]] = ()
+    ) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.overrides = tuple(overrides)
+
+    def _limit(self, path: str) -> int:
+        for prefix, limit in self.overrides:
+            if path.startswith(prefix):
+                return limit
+        return self.max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self._limit(scope["path"])
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._reject(send, limit)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # Rendered by the error handlers like any other HTTP error.
+                    raise HTTPException(413, detail=_too_large(limit))
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    @staticmethod
+    async def _reject(send: Send, limit: int) -> None:
+        await _send_json(send, 413, error_body("payload_too_large", _too_large(limit)))
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, object]) -> None:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

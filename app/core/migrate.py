@@ -1,0 +1,54 @@
+"""Run Alembic from code: `threadline migrate`, the test harness and `/readyz` use this."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import lru_cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.config import Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(settings: Settings, owner_url: URL) -> Config:
+    config = Config(str(PROJECT_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    config.attributes["database_url"] = owner_url
+    config.attributes["app_role"] = settings.app_db_role
+    config.attributes["app_password"] = settings.app_db_password.get_secret_value()
+    config.attributes["embedding_dim"] = settings.embedding_dim
+    return config
+
+
+def _in_thread(fn_name: str, settings: Settings, owner_url: URL, revision: str) -> None:
+    # env.py drives its own event loop with asyncio.run, so Alembic must not run on ours.
+    getattr(command, fn_name)(alembic_config(settings, owner_url), revision)
+
+
+async def upgrade(settings: Settings, owner_url: URL, revision: str = "head") -> None:
+    await asyncio.to_thread(_in_thread, "upgrade", settings, owner_url, revision)
+
+
+async def downgrade(settings: Settings, owner_url: URL, revision: str) -> None:
+    await asyncio.to_thread(_in_thread, "downgrade", settings, owner_url, revision)
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    script = ScriptDirectory(str(PROJECT_ROOT / "migrations"))
+    head = script.get_current_head()
+    assert head is not None
+    return head
+
+
+async def current_revision(connection: AsyncConnection) -> str | None:
+    result = await connection.execute(text("SELECT version_num FROM alembic_version"))
+    return result.scalar_one_or_none()

@@ -1,0 +1,47 @@
+"""The ASGI application: middleware, error handlers and routers. No logic lives here."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from app.auth.endpoints import admin_router as admin_auth_router
+from app.auth.endpoints import router as auth_router
+from app.config import Settings, get_settings
+from app.core.errors import install_error_handlers
+from app.core.logging import configure_logging
+from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.lifespan import lifespan
+from app.ops.endpoints import router as ops_router
+from app.sessions.endpoints import router as sessions_router
+
+UPLOAD_PATHS = ("/attachments", "/kb/documents")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="Threadline",
+        summary="Multi-tenant RAG chat over your organisation's knowledge base.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
+    )
+    app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
+    for router in (ops_router, auth_router, admin_auth_router, sessions_router):
+        app.include_router(router)
+    return app
+
+
+def app_factory() -> FastAPI:
+    """Entry point for `uvicorn --factory app.main:app_factory`."""
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    app = create_app(settings)
+    app.state.serving_process = True  # this process ends with the server: detach at shutdown
+    return app

@@ -1,0 +1,45 @@
+"""ORM models, one module per table, imported together so Alembic sees the whole schema."""
+
+from app.core.db import Base
+from app.models.api_key import ApiKey
+from app.models.attachment import Attachment
+from app.models.attachment_chunk import AttachmentChunk
+from app.models.audit_log import AuditLog
+from app.models.chat_session import ChatSession
+from app.models.kb_chunk import KbChunk
+from app.models.kb_document import KbDocument
+from app.models.query_history import QueryHistory
+from app.models.session_attachment import SessionAttachment
+from app.models.tenant import Tenant
+from app.models.user import User
+
+# Tables whose every row belongs to one tenant: row-level security is enabled and forced on
+# each, and the migration tests check that this list matches the database.
+TENANT_OWNED_TABLES = (
+    "users",
+    "api_keys",
+    "chat_sessions",
+    "query_history",
+    "attachments",
+    "attachment_chunks",
+    "session_attachments",
+    "kb_documents",
+    "kb_chunks",
+    "audit_log",
+)
+
+__all__ = [
+    "TENANT_OWNED_TABLES",
+    "ApiKey",
+    "Attachment",
+    "AttachmentChunk",
+    "AuditLog",
+    "Base",
+    "ChatSession",
+    "KbChunk",
+    "KbDocument",
+    "QueryHistory",
+    "SessionAttachment",
+    "Tenant",
+    "User",
+]

@@ -1,0 +1,21 @@
+"""Columns shared by the two chunk tables: text, tokens, embedding and full-text vector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import Computed, Integer, Text
+from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.orm import Mapped, mapped_column
+
+TSV_EXPRESSION = "to_tsvector('english', text)"
+
+
+class ChunkColumns:
+    ordinal: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The dimension is fixed by the migration from THREADLINE_EMBEDDING_DIM.
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Index, Text
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base, TenantOwned, Timestamped
+from app.models._document import DOCUMENT_STATUS_CHECK, DocumentColumns
+
+
+class Attachment(TenantOwned, DocumentColumns, Timestamped, Base):
+    """A document a user uploaded into their conversations."""
+
+    __tablename__ = "attachments"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "user_id"], ["users.tenant_id", "users.id"], ondelete="CASCADE"
+        ),
+        CheckConstraint(DOCUMENT_STATUS_CHECK, name="status"),
+        Index("ix_attachments_owner_hash", "tenant_id", "user_id", "content_hash"),
+    )
+
+    user_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    text: Mapped[str | None] = mapped_column(Text)
+    """Extracted, sanitised text."""

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import ForeignKeyConstraint, Index
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base, TenantOwned, Timestamped
+from app.models._chunk import ChunkColumns
+
+
+class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
+    __tablename__ = "kb_chunks"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "document_id"],
+            ["kb_documents.tenant_id", "kb_documents.id"],
+            ondelete="CASCADE",
+        ),
+        Index("ix_kb_chunks_document", "tenant_id", "document_id", "ordinal"),
+    )
+
+    document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))

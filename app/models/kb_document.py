@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base, TenantOwned, Timestamped
+from app.models._document import DOCUMENT_STATUS_CHECK, DocumentColumns
+
+
+class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
+    """A knowledge-base document of a tenant, added by its admins."""
+
+    __tablename__ = "kb_documents"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "content_hash"),
+        CheckConstraint(DOCUMENT_STATUS_CHECK, name="status"),
+        Index("ix_kb_documents_external_id", "tenant_id", "external_id"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    title: Mapped[str] = mapped_column(Text)
+    external_id: Mapped[str | None] = mapped_column(Text)
+    doc_metadata: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, default=dict, server_default="{}"
+    )
+    created_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))

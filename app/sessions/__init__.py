@@ -1,0 +1,1 @@
+"""Chat sessions (conversations) and the listing of their turns."""

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from app.auth.principal import CurrentPrincipal
+from app.core.deps import DbSession
+from app.sessions import service
+from app.sessions.schemas import (
+    CreateSessionRequest,
+    SessionPage,
+    SessionResponse,
+    TurnPage,
+    TurnResponse,
+    UpdateSessionRequest,
+)
+
+router = APIRouter(prefix="/sessions", tags=["sessions"])
+
+Limit = Annotated[int, Query(ge=1, le=100, description="Page size")]
+CursorParam = Annotated[str | None, Query(max_length=200, description="From `next_cursor`")]
+
+
+@router.post("", response_model=SessionResponse, status_code=status.HTTP_201_CREATED)
+async def create_session(
+    principal: CurrentPrincipal, session: DbSession, body: CreateSessionRequest | None = None
+) -> SessionResponse:
+    chat = await service.create(session, principal, body.title if body else None)
+    return SessionResponse.model_validate(chat)
+
+
+@router.get("", response_model=SessionPage)
+async def list_sessions(
+    principal: CurrentPrincipal, session: DbSession, limit: Limit = 20, cursor: CursorParam = None
+) -> SessionPage:
+    """The caller's sessions, newest first."""
+    items, next_cursor = await service.list_page(session, principal, limit=limit, cursor=cursor)
+    return SessionPage(
+        items=[SessionResponse.model_validate(s) for s in items], next_cursor=next_cursor
+    )
+
+
+@router.get("/{session_id}", response_model=SessionResponse)
+async def read_session(
+    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+) -> SessionResponse:
+    return SessionResponse.model_validate(await service.get_owned(session, principal, session_id))
+
+
+@router.patch("/{session_id}", response_model=SessionResponse)
+async def rename_session(
+    session_id: uuid.UUID,
+    body: UpdateSessionRequest,
+    principal: CurrentPrincipal,
+    session: DbSession,
+) -> SessionResponse:
+    chat = await service.rename(session, principal, session_id, body.title)
+    return SessionResponse.model_validate(chat)
+
+
+@router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_session(
+    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+) -> None:
+    await service.delete(session, principal, session_id)
+
+
+@router.get("/{session_id}/turns", response_model=TurnPage)
+async def list_turns(
+    session_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: DbSession,
+    limit: Limit = 20,
+    cursor: CursorParam = None,
+) -> TurnPage:
+    """The session's turns, newest first."""
+    items, next_cursor = await service.turns_page(
+        session, principal, session_id, limit=limit, cursor=cursor
+    )
+    return TurnPage(items=[TurnResponse.model_validate(t) for t in items], next_cursor=next_cursor)

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TITLE_MAX = 200
+
+
+def _clean_title(value: str | None) -> str | None:
+    if value is None:
+        return None
+    cleaned = " ".join(value.split())
+    if not cleaned:
+        raise ValueError("the title must not be blank")
+    return cleaned
+
+
+class CreateSessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=TITLE_MAX)
+
+    _title = field_validator("title")(_clean_title)
+
+
+class UpdateSessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(max_length=TITLE_MAX)
+
+    _title = field_validator("title")(_clean_title)
+
+
+class SessionResponse(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionPage(BaseModel):
+    items: list[SessionResponse]
+    next_cursor: str | None
+
+
+class TurnResponse(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    user_query: str
+    answer: str
+    query_composition: str | None
+    status: str
+    created_at: datetime
+
+
+class TurnPage(BaseModel):
+    items: list[TurnResponse]
+    next_cursor: str | None
