@@ -67,8 +67,10 @@ class TenantOwned:
 
 
 class Timestamped:
+    # clock_timestamp(), not now(): rows written in one transaction still get distinct,
+    # ordered times, which keyset pagination and history order rely on.
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), nullable=False
+        DateTime(timezone=True), server_default=func.clock_timestamp(), nullable=False
     )
 
 

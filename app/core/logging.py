@@ -11,7 +11,10 @@ from typing import Any
 from app.core.request_context import current_request_id
 
 # Attributes every LogRecord has; anything else was passed with `extra=` and is logged.
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "color_message",  # uvicorn's ANSI-coloured duplicate of msg
+}
 
 
 class JsonFormatter(logging.Formatter):
@@ -48,3 +51,4 @@ def configure_logging(level: str = "INFO", json_logs: bool = True) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("pgserver").setLevel(logging.WARNING)
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

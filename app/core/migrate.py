@@ -52,3 +52,12 @@ def head_revision() -> str:
 async def current_revision(connection: AsyncConnection) -> str | None:
     result = await connection.execute(text("SELECT version_num FROM alembic_version"))
     return result.scalar_one_or_none()
+
+
+def asyncpg_owner_url(settings: Settings) -> URL:
+    """The owner URL of an explicitly configured database (no embedded start-up)."""
+    from app.core.database_urls import asyncpg_url
+
+    if settings.database_url is None:
+        raise ValueError("DATABASE_URL is not set")
+    return asyncpg_url(settings.database_url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Computed, Integer, Text
+from sqlalchemy import Computed, Index, Integer, Text
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -19,3 +19,17 @@ class ChunkColumns:
     # The dimension is fixed by the migration from THREADLINE_EMBEDDING_DIM.
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
+
+
+def search_indexes(table: str) -> tuple[Index, Index]:
+    """HNSW (cosine) for the dense leg, GIN for the full-text leg."""
+    return (
+        Index(
+            f"ix_{table}_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+            postgresql_with={"m": 16, "ef_construction": 64},
+        ),
+        Index(f"ix_{table}_tsv", "tsv", postgresql_using="gin"),
+    )

@@ -7,7 +7,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
-from app.models._chunk import ChunkColumns
+from app.models._chunk import ChunkColumns, search_indexes
 
 
 class AttachmentChunk(TenantOwned, ChunkColumns, Timestamped, Base):
@@ -19,6 +19,7 @@ class AttachmentChunk(TenantOwned, ChunkColumns, Timestamped, Base):
             ondelete="CASCADE",
         ),
         Index("ix_attachment_chunks_attachment", "tenant_id", "attachment_id", "ordinal"),
+        *search_indexes("attachment_chunks"),
     )
 
     attachment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))

@@ -27,5 +27,7 @@ class ChatSession(TenantOwned, Timestamped, Base):
     """Progressive summary of the turns that no longer fit the context budget."""
     summarized_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+        DateTime(timezone=True),
+        server_default=func.clock_timestamp(),
+        onupdate=func.clock_timestamp(),
     )

@@ -7,7 +7,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
-from app.models._chunk import ChunkColumns
+from app.models._chunk import ChunkColumns, search_indexes
 
 
 class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
@@ -19,6 +19,7 @@ class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
             ondelete="CASCADE",
         ),
         Index("ix_kb_chunks_document", "tenant_id", "document_id", "ordinal"),
+        *search_indexes("kb_chunks"),
     )
 
     document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))

@@ -3,7 +3,15 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, DateTime, ForeignKey, Text, UniqueConstraint, func
+from sqlalchemy import (
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Text,
+    UniqueConstraint,
+    func,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -19,6 +27,8 @@ class User(TenantOwned, Timestamped, Base):
     __table_args__ = (
         UniqueConstraint("tenant_id", "email"),
         CheckConstraint("role IN ('member', 'admin')", name="role"),
+        # Login looks users up by e-mail before the tenant is known.
+        Index("ix_users_email", "email"),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(
@@ -28,5 +38,7 @@ class User(TenantOwned, Timestamped, Base):
     password_hash: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text, default="member")
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+        DateTime(timezone=True),
+        server_default=func.clock_timestamp(),
+        onupdate=func.clock_timestamp(),
     )

@@ -18,7 +18,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 UUID = pg.UUID(as_uuid=True)
-NOW = sa.text("now()")
+NOW = sa.text("clock_timestamp()")
 
 
 def upgrade() -> None:

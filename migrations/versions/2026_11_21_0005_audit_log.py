@@ -34,7 +34,7 @@ def upgrade() -> None:
             "created_at",
             sa.DateTime(timezone=True),
             nullable=False,
-            server_default=sa.text("now()"),
+            server_default=sa.text("clock_timestamp()"),
         ),
         sa.PrimaryKeyConstraint("tenant_id", "id", name="pk_audit_log"),
     )

@@ -1,0 +1,162 @@
+"""Test harness: real PostgreSQL (+pgvector) and real Redis, one migrated database per run.
+
+Each test runs inside a transaction of the application role that is rolled back at the end;
+the code under test commits to savepoints inside it (`join_transaction_mode`), so its own
+commits and rollbacks behave as in production and nothing leaks between tests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from app.config import Settings
+from app.core import migrate
+from app.core.database_urls import asyncpg_url, resolve_database_urls
+from app.main import create_app
+from tests.services import ServiceMissing, in_ci, postgres_server, redis_server
+
+TEST_JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+TEST_APP_PASSWORD = "threadline-test-app"
+
+
+def _require(exc: ServiceMissing) -> None:
+    """A missing service fails the run in CI and skips locally."""
+    if in_ci():
+        pytest.fail(f"required test service missing: {exc}", pytrace=False)
+    pytest.skip(f"test service missing: {exc}")
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[URL]:
+    try:
+        with postgres_server() as server:
+            yield asyncpg_url(server.admin_url)
+    except ServiceMissing as exc:
+        _require(exc)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    try:
+        with redis_server() as url:
+            yield url
+    except ServiceMissing as exc:
+        _require(exc)
+
+
+async def create_database(admin_url: URL, name: str) -> URL:
+    engine = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
+    async with engine.connect() as connection:
+        await connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    await engine.dispose()
+    return admin_url.set(database=name)
+
+
+async def drop_database(admin_url: URL, name: str) -> None:
+    engine = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
+    async with engine.connect() as connection:
+        await connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await engine.dispose()
+
+
+def make_settings(owner_url: URL, redis_url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "env": "test",
+        "database_url": owner_url.render_as_string(hide_password=False),
+        "redis_url": redis_url,
+        "redis_prefix": f"tl-test-{uuid.uuid4().hex[:8]}:",
+        "jwt_secret": TEST_JWT_SECRET,
+        "app_db_password": TEST_APP_PASSWORD,
+        "log_json": False,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+async def test_database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
+    """A fresh database, migrated once for the whole run; its settings."""
+    name = f"threadline_test_{uuid.uuid4().hex[:10]}"
+    owner_url = await create_database(pg_admin_url, name)
+    settings = make_settings(owner_url, redis_url)
+    await migrate.upgrade(settings, resolve_database_urls(settings).owner)
+    yield settings
+    await drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+async def app_engine(test_database: Settings) -> AsyncIterator[AsyncEngine]:
+    """Connections as the application role: RLS applies to everything the tests do."""
+    engine = create_async_engine(resolve_database_urls(test_database).app)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def settings(test_database: Settings) -> Settings:
+    # A fresh Redis prefix per test keeps tests apart without flushing a shared Redis.
+    return test_database.model_copy(update={"redis_prefix": f"tl-test-{uuid.uuid4().hex[:8]}:"})
+
+
+@pytest.fixture
+async def connection(app_engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    async with app_engine.connect() as conn:
+        outer = await conn.begin()
+        yield conn
+        if outer.is_active:
+            await outer.rollback()
+
+
+@pytest.fixture
+def sessionmaker(connection: AsyncConnection) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(
+        bind=connection,
+        expire_on_commit=False,
+        autoflush=False,
+        join_transaction_mode="create_savepoint",
+    )
+
+
+@pytest.fixture
+async def db(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A session for factories and assertions, inside the test's transaction."""
+    async with sessionmaker() as session:
+        yield session
+
+
+@pytest.fixture
+async def app(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        application.state.resources.sessionmaker = sessionmaker
+        yield application
+        await _delete_keys(application.state.resources.redis.client, settings.redis_prefix)
+
+
+async def _delete_keys(client: Redis, prefix: str) -> None:
+    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=500)]
+    if keys:
+        await client.delete(*keys)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as c:
+        yield c

@@ -1,0 +1,98 @@
+"""Every failure is JSON of one shape, with the right status, and never a stack trace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from tests.factories import login, make_tenant, make_user
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str) and error["message"]
+    assert error["request_id"] == response.headers["x-request-id"]
+
+
+async def test_malformed_json_is_400(client: httpx.AsyncClient, db: AsyncSession) -> None:
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    response = await client.post(
+        "/sessions",
+        content=b'{"title": ',
+        headers={**owner.headers, "content-type": "application/json"},
+    )
+    assert_error(response, 400, "malformed_json")
+
+
+async def test_wrong_types_are_422_with_details_that_do_not_echo_input(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    response = await client.post(
+        "/sessions", json={"title": ["secret-looking input"]}, headers=owner.headers
+    )
+    assert_error(response, 422, "validation_error")
+    details = response.json()["error"]["details"]
+    assert details[0]["loc"] == ["body", "title"]
+    assert "secret-looking input" not in response.text
+
+
+async def test_oversized_body_is_413_by_length_and_by_stream(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    too_big = b"x" * (settings.max_body_bytes + 1)
+    declared = await client.post(
+        "/auth/token", content=too_big, headers={"content-type": "application/json"}
+    )
+    assert_error(declared, 413, "payload_too_large")
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while it streams in
+        for _ in range(settings.max_body_bytes // 65536 + 2):
+            yield b"y" * 65536
+
+    streamed = await client.post(
+        "/auth/token", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert_error(streamed, 413, "payload_too_large")
+
+
+async def test_unknown_route_and_wrong_method(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/no/such/thing"), 404, "not_found")
+    assert_error(await client.delete("/healthz"), 405, "method_not_allowed")
+
+
+async def test_invalid_object_id_is_422(client: httpx.AsyncClient, db: AsyncSession) -> None:
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    assert_error(
+        await client.get("/sessions/not-a-uuid", headers=owner.headers), 422, "validation_error"
+    )
+
+
+async def test_an_unexpected_exception_is_a_bare_500(app: FastAPI) -> None:
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("database password is hunter2")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/boom", headers={"X-Request-ID": "trace-me-123"})
+    assert_error(response, 500, "internal_error")
+    assert response.headers["x-request-id"] == "trace-me-123"
+    assert "hunter2" not in response.text
+    assert "Traceback" not in response.text
+
+
+async def test_request_id_is_generated_or_echoed(client: httpx.AsyncClient) -> None:
+    generated = await client.get("/healthz")
+    assert len(generated.headers["x-request-id"]) == 32
+    echoed = await client.get("/healthz", headers={"X-Request-ID": "abc-123"})
+    assert echoed.headers["x-request-id"] == "abc-123"
+    unsafe = await client.get("/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
+    assert unsafe.headers["x-request-id"] != "bad id\twith spaces"

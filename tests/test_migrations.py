@@ -1,0 +1,90 @@
+"""Migrations: upgrade, downgrade and upgrade again on an empty database; models match them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.config import Settings
+from app.core import migrate
+from app.models import Base
+from tests.conftest import create_database, drop_database, make_settings
+
+CHECKPOINT_TABLES = {
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoint_migrations",
+}
+
+
+@pytest.fixture
+async def empty_database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
+    name = f"threadline_mig_{uuid.uuid4().hex[:10]}"
+    url = await create_database(pg_admin_url, name)
+    yield make_settings(url, redis_url)
+    await drop_database(pg_admin_url, name)
+
+
+async def _tables(url: URL) -> set[str]:
+    engine = create_async_engine(url)
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        )
+        names = set(rows.scalars())
+    await engine.dispose()
+    return names
+
+
+async def test_upgrade_downgrade_upgrade(empty_database: Settings) -> None:
+    owner = migrate.asyncpg_owner_url(empty_database)
+    await migrate.upgrade(empty_database, owner)
+    expected = set(Base.metadata.tables) | CHECKPOINT_TABLES | {"alembic_version"}
+    assert await _tables(owner) == expected
+
+    await migrate.downgrade(empty_database, owner, "base")
+    assert await _tables(owner) == {"alembic_version"}
+
+    await migrate.upgrade(empty_database, owner)
+    assert await _tables(owner) == expected
+
+
+async def test_every_revision_steps_down_and_up_one_at_a_time(empty_database: Settings) -> None:
+    owner = migrate.asyncpg_owner_url(empty_database)
+    await migrate.upgrade(empty_database, owner)
+    for _ in range(6):
+        await migrate.downgrade(empty_database, owner, "-1")
+        await migrate.upgrade(empty_database, owner, "+1")
+        await migrate.downgrade(empty_database, owner, "-1")
+    assert await _tables(owner) == {"alembic_version"}
+
+
+def _diff(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+async def test_the_models_match_the_migrated_schema(test_database: Settings) -> None:
+    engine = create_async_engine(migrate.asyncpg_owner_url(test_database))
+    async with engine.connect() as connection:
+        diff = await connection.run_sync(_diff)
+    await engine.dispose()
+    ignored_tables = CHECKPOINT_TABLES  # owned by langgraph-checkpoint-postgres, not our models
+    relevant = [
+        d
+        for d in diff
+        if not (isinstance(d, tuple) and d[0] == "remove_table" and d[1].name in ignored_tables)
+        and not (
+            isinstance(d, tuple) and d[0] == "remove_index" and d[1].table.name in ignored_tables
+        )
+    ]
+    assert relevant == [], "\n".join(map(str, relevant))
