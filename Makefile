@@ -1,0 +1,44 @@
+# Threadline — the two commands of the README, and a few helpers.
+#   make demo   install, then run the platform on the embedded PostgreSQL with a demo login
+#   make test   install, then run the whole test suite against real PostgreSQL and Redis
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install demo serve test lint format clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/threadline migrate
+	$(BIN)/threadline demo
+	$(BIN)/threadline serve --host $(HOST) --port $(PORT)
+
+serve: install
+	$(BIN)/threadline serve --host $(HOST) --port $(PORT)
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy app tests migrations
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Celery: the worker and beat processes of docker compose."""
