@@ -22,7 +22,7 @@ install: $(STAMP)
 
 demo: install
 	$(BIN)/threadline migrate
-	$(BIN)/threadline demo
+	$(BIN)/threadline demo --url http://$(HOST):$(PORT)
 	$(BIN)/threadline serve --host $(HOST) --port $(PORT)
 
 serve: install

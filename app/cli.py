@@ -201,7 +201,11 @@ def api_keys_create(
 
 
 @cli.command()
-def demo() -> None:
+def demo(
+    url: Annotated[str, typer.Option(help="Where the server will listen.")] = (
+        "http://127.0.0.1:8000"
+    ),
+) -> None:
     """Create the demo tenant and admin (once) and print how to log in."""
     from app.auth.service import create_user
     from app.core.db import scope_to_tenant
@@ -228,8 +232,8 @@ def demo() -> None:
     created = _run(job)
     typer.echo(("Created" if created else "Found") + f" the demo tenant {DEMO_TENANT!r}.")
     typer.echo(
-        "\nLog in at http://127.0.0.1:8000/docs (Authorize) or with:\n"
-        "  curl -s -X POST http://127.0.0.1:8000/auth/token \\\n"
+        f"\nLog in at {url}/docs (Authorize) or with:\n"
+        f"  curl -s -X POST {url}/auth/token \\\n"
         "       -H 'content-type: application/json' \\\n"
         f'       -d \'{{"email": "{DEMO_EMAIL}", "password": "{DEMO_PASSWORD}"}}\'\n'
         f"  e-mail: {DEMO_EMAIL}   password: {DEMO_PASSWORD}   role: admin\n"
