@@ -40,14 +40,29 @@ DEMO_EMAIL = "admin@demo.example"
 DEMO_PASSWORD = "threadline-demo"  # the documented local demo login
 
 
+def _fail(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    return typer.Exit(1)
+
+
 def _run(job: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
-    """Run one async job; domain errors become a message and exit code 1, not a trace."""
-    settings = get_settings()
+    """Run one async job; expected failures become a message and exit code 1, not a trace."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.embedded import EmbeddedDatabaseError
+
+    try:
+        settings = get_settings()
+    except ValueError as exc:  # pydantic's ValidationError: a bad setting
+        raise _fail(f"invalid configuration: {exc}") from exc
     try:
         return asyncio.run(job(settings))
     except AppError as exc:
-        typer.secho(f"error: {exc.message}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from exc
+        raise _fail(exc.message) from exc
+    except EmbeddedDatabaseError as exc:
+        raise _fail(str(exc)) from exc
+    except (SQLAlchemyError, OSError) as exc:
+        raise _fail(f"cannot use the database: {exc.__class__.__name__}: {exc}") from exc
 
 
 async def _migrate(settings: Settings, revision: str = "head") -> None:
@@ -179,6 +194,8 @@ def api_keys_create(
     role: Annotated[str, typer.Option(help="member or admin (at most the user's).")] = "member",
 ) -> None:
     """Create an API key acting as a user and print it (it is shown only once)."""
+    if role not in ("member", "admin"):
+        raise typer.BadParameter("role must be 'member' or 'admin'", param_hint="--role")
     from app.auth.principal import Principal
     from app.auth.repository import UserRepository
     from app.auth.service import create_api_key

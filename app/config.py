@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -9,7 +11,6 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEV_JWT_SECRET = "threadline-dev-only-jwt-secret-change-me"  # refused outside dev
 DEV_APP_DB_PASSWORD = "threadline-app-dev"  # refused outside dev with an external DB
 
 
@@ -48,11 +49,15 @@ class Settings(BaseSettings):
     celery_broker_url: str | None = Field(default=None, validation_alias=_env("CELERY_BROKER_URL"))
 
     # --- Auth ------------------------------------------------------------------------------
-    jwt_secret: SecretStr = SecretStr(DEV_JWT_SECRET)
+    jwt_secret: SecretStr | None = None
+    """Required outside development; in development a random one is kept in the data dir."""
     jwt_issuer: str = "threadline"
     access_token_ttl_seconds: int = Field(default=900, ge=30)
     refresh_token_ttl_seconds: int = Field(default=30 * 24 * 3600, ge=60)
     password_min_length: int = Field(default=8, ge=6)
+    login_max_failures: int = Field(default=10, ge=1)
+    """Failed logins per e-mail (x5 per client address) before 429, within the window."""
+    login_failure_window_seconds: int = Field(default=900, ge=1)
 
     # --- HTTP ------------------------------------------------------------------------------
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -65,24 +70,56 @@ class Settings(BaseSettings):
     def _refuse_development_secrets(self) -> Settings:
         if self.env == "development":
             return self
-        if self.jwt_secret.get_secret_value() == DEV_JWT_SECRET:
+        if self.jwt_secret is None:
             raise ValueError(
                 "THREADLINE_JWT_SECRET must be set outside development "
                 f"(THREADLINE_ENV={self.env}); generate one with `openssl rand -hex 32`"
             )
-        if len(self.jwt_secret.get_secret_value()) < 32:
-            raise ValueError("THREADLINE_JWT_SECRET must be at least 32 characters")
+        secret = self.jwt_secret.get_secret_value()
+        if len(secret) < 32 or _is_placeholder(secret):
+            raise ValueError(
+                "THREADLINE_JWT_SECRET must be at least 32 random characters, not a placeholder"
+            )
         external_db = self.database_url is not None and self.app_database_url is None
-        if external_db and self.app_db_password.get_secret_value() == DEV_APP_DB_PASSWORD:
+        password = self.app_db_password.get_secret_value()
+        if external_db and (password == DEV_APP_DB_PASSWORD or _is_placeholder(password)):
             raise ValueError(
                 "THREADLINE_APP_DB_PASSWORD must be set outside development when "
                 "DATABASE_URL points at an external PostgreSQL"
             )
         return self
 
+    def jwt_signing_key(self) -> str:
+        """The JWT secret; in development without one, a random key kept in the data dir.
+
+        Never a built-in constant: a server started without configuration must not accept
+        tokens anyone could sign.
+        """
+        if self.jwt_secret is not None:
+            return self.jwt_secret.get_secret_value()
+        return _development_secret(self.data_dir.expanduser().resolve())
+
     @property
     def embedded_database(self) -> bool:
         return self.database_url is None
+
+
+def _is_placeholder(value: str) -> bool:
+    return "change-me" in value.lower() or "changeme" in value.lower()
+
+
+@lru_cache(maxsize=8)
+def _development_secret(data_dir: Path) -> str:
+    path = data_dir / "jwt-secret"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # O_EXCL: concurrent first starts agree on one key; 0600: only this user reads it.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    return path.read_text().strip()
 
 
 @lru_cache(maxsize=1)

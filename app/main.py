@@ -9,7 +9,11 @@ from app.auth.endpoints import router as auth_router
 from app.config import Settings, get_settings
 from app.core.errors import install_error_handlers
 from app.core.logging import configure_logging
-from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.core.middleware import (
+    BodySizeLimitMiddleware,
+    ContentTypeMiddleware,
+    RequestContextMiddleware,
+)
 from app.lifespan import lifespan
 from app.ops.endpoints import router as ops_router
 from app.sessions.endpoints import router as sessions_router
@@ -27,6 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    app.add_middleware(ContentTypeMiddleware)
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,

@@ -30,7 +30,10 @@ from app.main import create_app
 from tests.services import ServiceMissing, in_ci, postgres_server, redis_server
 
 TEST_JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
-TEST_APP_PASSWORD = "threadline-test-app"
+TEST_APP_PASSWORD = "threadline-test-app:$pw$'quoted'"  # exercises the migration's quoting
+# Roles are cluster-wide: tests use their own, so a run against a shared server never touches
+# the password of a live deployment's `threadline_app`.
+TEST_APP_ROLE = "threadline_test_app"
 
 
 def _require(exc: ServiceMissing) -> None:
@@ -81,6 +84,7 @@ def make_settings(owner_url: URL, redis_url: str, **overrides: object) -> Settin
         "redis_prefix": f"tl-test-{uuid.uuid4().hex[:8]}:",
         "jwt_secret": TEST_JWT_SECRET,
         "app_db_password": TEST_APP_PASSWORD,
+        "app_db_role": TEST_APP_ROLE,
         "log_json": False,
     }
     values.update(overrides)

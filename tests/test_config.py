@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from app.config import Settings
 
 
-def test_development_runs_with_the_built_in_secret() -> None:
-    assert Settings(env="development").jwt_secret.get_secret_value()
+def test_development_without_a_secret_generates_a_private_random_one(tmp_path: Path) -> None:
+    first = Settings(env="development", data_dir=tmp_path).jwt_signing_key()
+    again = Settings(env="development", data_dir=tmp_path).jwt_signing_key()
+    elsewhere = Settings(env="development", data_dir=tmp_path / "other").jwt_signing_key()
+    assert first == again
+    assert len(first) == 64
+    assert elsewhere != first
+    assert (tmp_path / "jwt-secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_placeholders_from_the_example_file_are_refused() -> None:
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(env="production", jwt_secret="change-me-to-64-hex-characters-from-openssl-rand")
 
 
 @pytest.mark.parametrize("env", ["production", "test"])
@@ -48,4 +61,4 @@ def test_spec_names_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
     assert settings.database_url == "postgresql://u@h/d"
     assert settings.redis_url == "redis://h:6379/0"
     assert str(settings.data_dir) == "/tmp/somewhere"
-    assert settings.jwt_secret.get_secret_value() == "y" * 40
+    assert settings.jwt_signing_key() == "y" * 40

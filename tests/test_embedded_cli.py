@@ -164,3 +164,17 @@ def _ready(base: str) -> bool:
         return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_cli_mistakes_are_messages_not_tracebacks(data_dir: Path) -> None:
+    spaced = threadline(Path(f"{data_dir} with space"), "tenants", "create", "x")
+    assert spaced.returncode == 1
+    assert "must not contain whitespace" in spaced.stderr
+    bad_role = threadline(
+        data_dir, "api-keys", "create", "--tenant", "t", "--email", "e@x.io", "--name", "n",
+        "--role", "owner",
+    )  # fmt: skip
+    assert bad_role.returncode == 2
+    assert "role must be 'member' or 'admin'" in bad_role.stderr
+    for result in (spaced, bad_role):
+        assert "Traceback" not in result.stderr

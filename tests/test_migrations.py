@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -61,7 +62,11 @@ async def test_upgrade_downgrade_upgrade(empty_database: Settings) -> None:
 async def test_every_revision_steps_down_and_up_one_at_a_time(empty_database: Settings) -> None:
     owner = migrate.asyncpg_owner_url(empty_database)
     await migrate.upgrade(empty_database, owner)
-    for _ in range(6):
+    revisions = len(
+        list(ScriptDirectory(str(migrate.PROJECT_ROOT / "migrations")).walk_revisions())
+    )
+    assert revisions >= 7
+    for _ in range(revisions):
         await migrate.downgrade(empty_database, owner, "-1")
         await migrate.upgrade(empty_database, owner, "+1")
         await migrate.downgrade(empty_database, owner, "-1")
@@ -88,3 +93,29 @@ async def test_the_models_match_the_migrated_schema(test_database: Settings) -> 
         )
     ]
     assert relevant == [], "\n".join(map(str, relevant))
+
+
+def test_the_frozen_checkpointer_schema_matches_the_installed_library() -> None:
+    """Revision 0006 copies langgraph-checkpoint-postgres' migrations; an upgrade of the
+    library that changes them needs a new revision."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from langgraph.checkpoint.postgres.base import MIGRATIONS
+
+    versions = Path(__file__).resolve().parents[1] / "migrations"
+    sys.path.insert(0, str(versions))
+    try:
+        path = next((versions / "versions").glob("*_0006_langgraph_checkpointer.py"))
+        spec = importlib.util.spec_from_file_location("revision_0006", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(versions))
+
+    def normal(sql: str) -> str:
+        return " ".join(sql.replace("CONCURRENTLY ", "").split())
+
+    assert [normal(s) for s in module.CHECKPOINTER_MIGRATIONS] == [normal(s) for s in MIGRATIONS]

@@ -22,8 +22,9 @@ from app.auth.schemas import (
     TokenResponse,
     UserResponse,
 )
+from app.auth.throttle import LoginThrottle
 from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import BadRequest
+from app.core.errors import BadRequest, RefreshTokenReused, Unauthorized
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
@@ -74,24 +75,54 @@ _LOGIN_BODY = {
 }
 
 
-@router.post("/auth/token", response_model=TokenResponse, openapi_extra=_LOGIN_BODY)
+@router.post(
+    "/auth/token",
+    response_model=TokenResponse,
+    openapi_extra=_LOGIN_BODY,
+    responses={429: {"description": "Too many failed logins"}},
+)
 async def issue_token(
+    request: Request,
     body: Annotated[LoginRequest, Depends(login_request)],
     session: DbSession,
     settings: SettingsDep,
+    redis: RedisDep,
 ) -> TokenResponse:
     """Log in with e-mail and password; returns an access and a refresh token."""
-    pair = await service.login(session, settings, body.email, body.password, body.tenant)
+    throttle = LoginThrottle(
+        redis,
+        max_failures=settings.login_max_failures,
+        window_seconds=settings.login_failure_window_seconds,
+    )
+    client = request.client.host if request.client else None
+    await throttle.check(body.email, client)
+    try:
+        user = await service.authenticate_password(session, body.email, body.password, body.tenant)
+    except Unauthorized:
+        await throttle.failed(body.email, client)
+        raise
+    await throttle.succeeded(body.email)
+    pair = await service.start_session(session, settings, user)
     return TokenResponse(**pair.__dict__)
 
 
 @router.post("/auth/refresh", response_model=TokenResponse)
 async def refresh_token(
-    body: RefreshRequest, session: DbSession, settings: SettingsDep, redis: RedisDep
+    body: RefreshRequest, session: DbSession, settings: SettingsDep
 ) -> TokenResponse:
-    """Exchange a refresh token (once) for a new pair."""
-    pair = await service.refresh(session, settings, redis, body.refresh_token)
+    """Exchange a refresh token (once) for a new pair. A replayed token signs the session out."""
+    try:
+        pair = await service.refresh(session, settings, body.refresh_token)
+    except RefreshTokenReused:
+        await session.commit()  # the revocation must outlive this failed request
+        raise
     return TokenResponse(**pair.__dict__)
+
+
+@router.post("/auth/logout", status_code=status.HTTP_204_NO_CONTENT)
+async def logout(principal: CurrentPrincipal, session: DbSession) -> None:
+    """Sign this login out: its refresh token and every token derived from it stop working."""
+    await service.logout(session, principal)
 
 
 @router.get("/me", response_model=MeResponse)

@@ -8,12 +8,15 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 _hasher = PasswordHasher()
+# Each hash takes ~64 MiB and a core for tens of milliseconds: bound how many run at once.
+_HASHING = asyncio.Semaphore(4)
 # Verified against when the e-mail is unknown, so response time does not reveal accounts.
 _DUMMY_HASH = _hasher.hash("threadline-timing-equaliser")
 
 
 async def hash_password(password: str) -> str:
-    return await asyncio.to_thread(_hasher.hash, password)
+    async with _HASHING:
+        return await asyncio.to_thread(_hasher.hash, password)
 
 
 def _verify(password_hash: str, password: str) -> bool:
@@ -24,7 +27,8 @@ def _verify(password_hash: str, password: str) -> bool:
 
 
 async def verify_password(password_hash: str | None, password: str) -> bool:
-    if password_hash is None:
-        await asyncio.to_thread(_verify, _DUMMY_HASH, password)
-        return False
-    return await asyncio.to_thread(_verify, password_hash, password)
+    async with _HASHING:
+        if password_hash is None:
+            await asyncio.to_thread(_verify, _DUMMY_HASH, password)
+            return False
+        return await asyncio.to_thread(_verify, password_hash, password)

@@ -30,6 +30,7 @@ class Principal:
     email: str
     role: str
     via: Literal["token", "api_key"]
+    token_family: uuid.UUID | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -53,24 +54,32 @@ async def authenticate(
     The user row is read on every request, so a deleted user or a changed role takes effect
     at once rather than when the token expires.
     """
-    via: Literal["token", "api_key"]
     if api_key:
         key = await find_api_key(session, hash_api_key(api_key))
         if key is None:
             raise Unauthorized("The API key is not valid.", code="invalid_api_key")
-        tenant_id, user_id, role_cap, via = key.tenant_id, key.user_id, key.role, "api_key"
+        await scope_to_tenant(session, key.tenant_id)
+        user = await UserRepository(session, key.tenant_id).get(key.user_id)
+        if user is None:
+            raise Unauthorized("The account no longer exists.", code="unknown_account")
+        role = min(user.role, key.role, key=ROLE_RANK.__getitem__)
+        principal = Principal(user.id, key.tenant_id, user.email, role, "api_key")
     elif bearer is not None:
         claims = tokens.decode(settings, bearer, "access")
-        tenant_id, user_id, role_cap, via = claims.tenant_id, claims.user_id, "admin", "token"
+        await scope_to_tenant(session, claims.tenant_id)
+        found = await UserRepository(session, claims.tenant_id).with_family(
+            claims.user_id, claims.family
+        )
+        if found is None:
+            raise Unauthorized("The account no longer exists.", code="unknown_account")
+        user, revoked_at = found
+        if revoked_at is not None:
+            raise Unauthorized("This session was signed out.", code="token_revoked")
+        principal = Principal(
+            user.id, claims.tenant_id, user.email, user.role, "token", claims.family
+        )
     else:
         raise Unauthorized("Authentication required: send a bearer token or an X-API-Key.")
-
-    await scope_to_tenant(session, tenant_id)
-    user = await UserRepository(session, tenant_id).get(user_id)
-    if user is None:
-        raise Unauthorized("The account no longer exists.", code="unknown_account")
-    role = min(user.role, role_cap, key=ROLE_RANK.__getitem__)
-    principal = Principal(user.id, tenant_id, user.email, role, via)
     request.state.principal = principal
     return principal
 

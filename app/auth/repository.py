@@ -7,16 +7,39 @@ closes it again; nothing else ever reads across tenants.
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import uuid
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import API_KEY_HASH, LOGIN_EMAIL, set_scope
+from app.core.db import API_KEY_HASH, LOGIN_EMAIL, lookup_scope
 from app.core.repository import TenantRepository
-from app.models import ApiKey, User
+from app.models import ApiKey, RefreshTokenFamily, RefreshTokenUse, User
 
 
 class UserRepository(TenantRepository[User]):
     model = User
+
+    async def with_family(
+        self, user_id: uuid.UUID, family_id: uuid.UUID
+    ) -> tuple[User, datetime | None] | None:
+        """The user and the revocation time of the token family (None: live), in one query;
+        None when the user or the family does not exist."""
+        row = (
+            await self.session.execute(
+                select(User, RefreshTokenFamily.revoked_at)
+                .join(
+                    RefreshTokenFamily,
+                    (RefreshTokenFamily.tenant_id == User.tenant_id)
+                    & (RefreshTokenFamily.user_id == User.id)
+                    & (RefreshTokenFamily.id == family_id),
+                )
+                .where(User.tenant_id == self.tenant_id, User.id == user_id)
+            )
+        ).one_or_none()
+        return None if row is None else (row[0], row[1])
 
     async def by_email(self, email: str) -> User | None:
         result = await self.session.execute(self.scoped().where(User.email == email))
@@ -33,21 +56,58 @@ class ApiKeyRepository(TenantRepository[ApiKey]):
 
 async def find_login_candidates(session: AsyncSession, email: str) -> list[User]:
     """Users with this e-mail in any tenant (the `users_login` policy)."""
-    await set_scope(session, {LOGIN_EMAIL: email})
-    try:
-        result = await session.execute(select(User).where(User.email == email).limit(20))
+    async with lookup_scope(session, LOGIN_EMAIL, email):
+        result = await session.execute(
+            select(User).where(User.email == email).order_by(User.tenant_id).limit(50)
+        )
         return list(result.scalars())
-    finally:
-        await set_scope(session, {LOGIN_EMAIL: None})
 
 
 async def find_api_key(session: AsyncSession, key_hash: str) -> ApiKey | None:
     """The live key with this hash, whatever its tenant (the `api_keys_lookup` policy)."""
-    await set_scope(session, {API_KEY_HASH: key_hash})
-    try:
+    async with lookup_scope(session, API_KEY_HASH, key_hash):
         result = await session.execute(
             select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
         )
         return result.scalar_one_or_none()
-    finally:
-        await set_scope(session, {API_KEY_HASH: None})
+
+
+class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
+    model = RefreshTokenFamily
+
+    async def start(self, user_id: uuid.UUID, expires_at: datetime) -> RefreshTokenFamily:
+        family = RefreshTokenFamily(
+            tenant_id=self.tenant_id, id=uuid.uuid4(), user_id=user_id, expires_at=expires_at
+        )
+        self.add(family)
+        await self.session.flush()
+        return family
+
+    async def lock(self, family_id: uuid.UUID, user_id: uuid.UUID) -> RefreshTokenFamily | None:
+        result = await self.session.execute(
+            self.scoped()
+            .where(RefreshTokenFamily.id == family_id, RefreshTokenFamily.user_id == user_id)
+            .with_for_update()
+        )
+        return result.scalar_one_or_none()
+
+    async def record_use(self, family_id: uuid.UUID, jti: str) -> bool:
+        """Record that `jti` was exchanged; False if it already was (a replay)."""
+        result = await self.session.execute(
+            pg_insert(RefreshTokenUse)
+            .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id)
+            .on_conflict_do_nothing()
+            .returning(RefreshTokenUse.jti)
+        )
+        return result.scalar_one_or_none() is not None
+
+    async def revoke(self, family_id: uuid.UUID) -> None:
+        await self.session.execute(
+            update(RefreshTokenFamily)
+            .where(
+                RefreshTokenFamily.tenant_id == self.tenant_id,
+                RefreshTokenFamily.id == family_id,
+                RefreshTokenFamily.revoked_at.is_(None),
+            )
+            .values(revoked_at=func.clock_timestamp())
+        )

@@ -11,6 +11,8 @@ Role = Literal["member", "admin"]
 
 def normalise_email(value: str) -> str:
     value = value.strip().lower()
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError("control characters are not allowed")
     local, _, domain = value.partition("@")
     if not local or "." not in domain or " " in value or len(value) > 254:
         raise ValueError("not a valid e-mail address")

@@ -1,11 +1,11 @@
-"""Login, refresh, user and API-key creation. Never commits: the caller owns the transaction."""
+"""Login, refresh, logout, user and API-key creation. Never commits: the caller owns the
+transaction."""
 
 from __future__ import annotations
 
 import secrets
-import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,11 +13,21 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
 from app.auth.principal import ROLE_RANK, Principal, hash_api_key
-from app.auth.repository import ApiKeyRepository, UserRepository, find_login_candidates
+from app.auth.repository import (
+    ApiKeyRepository,
+    RefreshFamilyRepository,
+    UserRepository,
+    find_login_candidates,
+)
 from app.config import Settings
 from app.core.db import scope_to_tenant
-from app.core.errors import Conflict, NotFound, Unauthorized, UnprocessableEntity
-from app.core.redis import RedisHandle
+from app.core.errors import (
+    Conflict,
+    NotFound,
+    RefreshTokenReused,
+    Unauthorized,
+    UnprocessableEntity,
+)
 from app.models import ApiKey, User
 from app.tenants.repository import get_tenant
 
@@ -35,45 +45,64 @@ async def _matches_tenant(session: AsyncSession, user: User, tenant: str) -> boo
     return found is not None and found.name == " ".join(tenant.split())
 
 
-async def login(
-    session: AsyncSession, settings: Settings, email: str, password: str, tenant: str | None
-) -> tokens.TokenPair:
+async def authenticate_password(
+    session: AsyncSession, email: str, password: str, tenant: str | None
+) -> User:
+    """The one user these credentials belong to, or 401."""
     candidates = await find_login_candidates(session, email)
     if tenant is not None:
         candidates = [u for u in candidates if await _matches_tenant(session, u, tenant)]
-    matched = [u for u in candidates if await verify_password(u.password_hash, password)]
     if not candidates:
-        await verify_password(None, password)
-    if len(matched) != 1:
-        if len(matched) > 1:
-            raise Unauthorized(
-                "This account exists in several tenants: add the tenant to the request.",
-                code="tenant_required",
-            )
+        await verify_password(None, password)  # same cost as a real check
+    matched = [u for u in candidates if await verify_password(u.password_hash, password)]
+    if len(matched) > 1:
+        raise Unauthorized(
+            "This account exists in several tenants: add the tenant to the request.",
+            code="tenant_required",
+        )
+    if not matched:
         raise Unauthorized(_BAD_CREDENTIALS, code="invalid_credentials")
-    user = matched[0]
-    return tokens.issue_pair(settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role)
+    return matched[0]
+
+
+async def start_session(session: AsyncSession, settings: Settings, user: User) -> tokens.TokenPair:
+    """A new token family for this login, and its first pair."""
+    await scope_to_tenant(session, user.tenant_id)
+    expires = datetime.now(UTC) + timedelta(seconds=settings.refresh_token_ttl_seconds)
+    family = await RefreshFamilyRepository(session, user.tenant_id).start(user.id, expires)
+    return tokens.issue_pair(
+        settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
+    )
 
 
 async def refresh(
-    session: AsyncSession, settings: Settings, redis: RedisHandle, refresh_token: str
+    session: AsyncSession, settings: Settings, refresh_token: str
 ) -> tokens.TokenPair:
-    """Exchange a refresh token for a new pair. Each refresh token works once."""
+    """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
+    (raising `RefreshTokenReused` after the revocation was written: commit it)."""
     claims = tokens.decode(settings, refresh_token, "refresh")
-    ttl = max(1, claims.expires_at - int(time.time()))
-    try:
-        first_use = await redis.client.set(
-            redis.key("refresh-used", claims.jti), b"1", nx=True, ex=ttl
-        )
-    except Exception:  # Redis down: degrade to stateless refresh rather than lock users out
-        first_use = True
-    if not first_use:
-        raise Unauthorized("This refresh token was already used.", code="token_reused")
     await scope_to_tenant(session, claims.tenant_id)
+    families = RefreshFamilyRepository(session, claims.tenant_id)
+    family = await families.lock(claims.family, claims.user_id)
+    if family is None or family.revoked_at is not None:
+        raise Unauthorized("This session was signed out.", code="token_revoked")
+    if not await families.record_use(family.id, claims.jti):
+        await families.revoke(family.id)
+        raise RefreshTokenReused(
+            "This refresh token was already used; the session is signed out.",
+            code="token_reused",
+        )
     user = await UserRepository(session, claims.tenant_id).get(claims.user_id)
     if user is None:
         raise Unauthorized("The account no longer exists.", code="unknown_account")
-    return tokens.issue_pair(settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role)
+    return tokens.issue_pair(
+        settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
+    )
+
+
+async def logout(session: AsyncSession, principal: Principal) -> None:
+    if principal.token_family is not None:
+        await RefreshFamilyRepository(session, principal.tenant_id).revoke(principal.token_family)
 
 
 async def create_user(
@@ -112,6 +141,8 @@ async def create_api_key(
     session: AsyncSession, principal: Principal, *, name: str, role: str
 ) -> tuple[ApiKey, str]:
     """A new key acting as `principal`, with at most the principal's role."""
+    if role not in ROLE_RANK:
+        raise UnprocessableEntity("The role must be 'member' or 'admin'.")
     if ROLE_RANK[role] > ROLE_RANK[principal.role]:
         raise UnprocessableEntity("A key cannot have more rights than its creator.")
     raw = "tl_" + secrets.token_urlsafe(32)

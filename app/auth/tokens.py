@@ -24,6 +24,8 @@ class TokenClaims:
     token_type: TokenType
     jti: str
     expires_at: int
+    family: uuid.UUID
+    """The login this token descends from: logout or a replay revokes all of it."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ def _encode(
     user_id: uuid.UUID,
     tenant_id: uuid.UUID,
     role: str,
+    family: uuid.UUID,
     token_type: TokenType,
     ttl: int,
 ) -> str:
@@ -49,15 +52,21 @@ def _encode(
         "tid": str(tenant_id),
         "role": role,
         "typ": token_type,
+        "fam": str(family),
         "jti": uuid.uuid4().hex,
         "iat": now,
         "exp": now + ttl,
     }
-    return jwt.encode(payload, settings.jwt_secret.get_secret_value(), algorithm=ALGORITHM)
+    return jwt.encode(payload, settings.jwt_signing_key(), algorithm=ALGORITHM)
 
 
 def issue_pair(
-    settings: Settings, *, user_id: uuid.UUID, tenant_id: uuid.UUID, role: str
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    role: str,
+    family: uuid.UUID,
 ) -> TokenPair:
     def encode(token_type: TokenType, ttl: int) -> str:
         return _encode(
@@ -65,6 +74,7 @@ def issue_pair(
             user_id=user_id,
             tenant_id=tenant_id,
             role=role,
+            family=family,
             token_type=token_type,
             ttl=ttl,
         )
@@ -80,10 +90,10 @@ def decode(settings: Settings, token: str, expected: TokenType) -> TokenClaims:
     try:
         payload = jwt.decode(
             token,
-            settings.jwt_secret.get_secret_value(),
+            settings.jwt_signing_key(),
             algorithms=[ALGORITHM],
             issuer=settings.jwt_issuer,
-            options={"require": ["exp", "iat", "sub", "tid", "typ", "jti"]},
+            options={"require": ["exp", "iat", "sub", "tid", "typ", "jti", "fam", "iss"]},
         )
     except jwt.ExpiredSignatureError as exc:
         raise Unauthorized("The token has expired.", code="token_expired") from exc
@@ -99,6 +109,7 @@ def decode(settings: Settings, token: str, expected: TokenType) -> TokenClaims:
             token_type=expected,
             jti=str(payload["jti"]),
             expires_at=int(payload["exp"]),
+            family=uuid.UUID(payload["fam"]),
         )
     except (ValueError, TypeError) as exc:
         raise Unauthorized("The token is not valid.", code="invalid_token") from exc

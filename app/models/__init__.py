@@ -9,6 +9,8 @@ from app.models.chat_session import ChatSession
 from app.models.kb_chunk import KbChunk
 from app.models.kb_document import KbDocument
 from app.models.query_history import QueryHistory
+from app.models.refresh_token_family import RefreshTokenFamily
+from app.models.refresh_token_use import RefreshTokenUse
 from app.models.session_attachment import SessionAttachment
 from app.models.tenant import Tenant
 from app.models.user import User
@@ -26,6 +28,8 @@ TENANT_OWNED_TABLES = (
     "kb_documents",
     "kb_chunks",
     "audit_log",
+    "refresh_token_families",
+    "refresh_token_uses",
 )
 
 __all__ = [
@@ -39,6 +43,8 @@ __all__ = [
     "KbChunk",
     "KbDocument",
     "QueryHistory",
+    "RefreshTokenFamily",
+    "RefreshTokenUse",
     "SessionAttachment",
     "Tenant",
     "User",

@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import TENANT_NAME, scope_to_tenant, set_scope
+from app.core.db import TENANT_NAME, lookup_scope, scope_to_tenant
 from app.models import Tenant
 
 
@@ -18,12 +18,9 @@ async def get_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | No
 
 
 async def find_tenant_by_name(session: AsyncSession, name: str) -> Tenant | None:
-    await set_scope(session, {TENANT_NAME: name})
-    try:
+    async with lookup_scope(session, TENANT_NAME, name):
         result = await session.execute(select(Tenant).where(Tenant.name == name))
         return result.scalar_one_or_none()
-    finally:
-        await set_scope(session, {TENANT_NAME: None})
 
 
 async def insert_tenant(session: AsyncSession, tenant: Tenant) -> Tenant:

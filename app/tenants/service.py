@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import new_id
+from app.core.db import new_id, scope_to_tenant
 from app.core.errors import Conflict, NotFound, UnprocessableEntity
 from app.models import Tenant
 from app.tenants.repository import find_tenant_by_name, insert_tenant
@@ -24,9 +24,11 @@ async def create_tenant(session: AsyncSession, name: str) -> Tenant:
     name = normalise_name(name)
     if await find_tenant_by_name(session, name) is not None:
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists")
+    tenant = Tenant(id=new_id(), name=name, settings={})
+    await scope_to_tenant(session, tenant.id)  # outside the savepoint: it must outlive it
     try:
         async with session.begin_nested():
-            return await insert_tenant(session, Tenant(id=new_id(), name=name, settings={}))
+            return await insert_tenant(session, tenant)
     except IntegrityError as exc:  # a concurrent create won the race
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists") from exc
 

@@ -27,18 +27,19 @@ def upgrade() -> None:
         DO $$
         BEGIN
           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN
-            EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', '{role}', $pw${password}$pw$);
-          ELSE
-            EXECUTE format('ALTER ROLE %I LOGIN PASSWORD %L', '{role}', $pw${password}$pw$);
+            EXECUTE format('CREATE ROLE %I LOGIN', '{role}');
           END IF;
           EXECUTE format(
-            'ALTER ROLE %I NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE', '{role}'
+            'ALTER ROLE %I LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE', '{role}'
           );
           EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), '{role}');
         END
         $$
         """
     )
+    # A standard SQL literal (quotes doubled), sent as is: no bind-parameter parsing of ':'.
+    literal = "'" + password.replace("'", "''") + "'"
+    op.get_bind().exec_driver_sql(f'ALTER ROLE "{role}" PASSWORD {literal}')
     op.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
     op.execute(f'GRANT SELECT ON TABLE alembic_version TO "{role}"')
     op.execute(

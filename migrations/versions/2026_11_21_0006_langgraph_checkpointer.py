@@ -1,9 +1,14 @@
-"""LangGraph's checkpoint tables (langgraph-checkpoint-postgres schema version 9).
+"""LangGraph's checkpoint tables (langgraph-checkpoint-postgres schema version 9), under RLS.
 
 The statements are frozen copies of `langgraph.checkpoint.postgres.base.MIGRATIONS` 0-9
 (`CONCURRENTLY` dropped: the tables are new and this runs in a transaction), recorded in
 `checkpoint_migrations` so the saver's own `setup()` finds nothing left to do. A later library
-release that adds a migration gets a new revision here; start-up checks the version.
+release that adds a migration gets a new revision here; a test compares the frozen copy with
+the installed library, and start-up refuses a schema at another version.
+
+The checkpoint tables have no tenant column: their `thread_id` is a chat session id. Their
+policy admits a row only when its thread is a session of the current tenant, so checkpoints get
+the same second wall as every tenant-owned table.
 
 Revision ID: 0006
 Revises: 0005
@@ -61,11 +66,12 @@ CHECKPOINTER_MIGRATIONS = [
     "CREATE INDEX IF NOT EXISTS checkpoint_writes_thread_id_idx ON checkpoint_writes(thread_id);",
     "ALTER TABLE checkpoint_writes ADD COLUMN IF NOT EXISTS task_path TEXT NOT NULL DEFAULT '';",
 ]
-CHECKPOINT_TABLES = (
-    "checkpoints",
-    "checkpoint_blobs",
-    "checkpoint_writes",
-    "checkpoint_migrations",
+THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+CHECKPOINT_TABLES = (*THREAD_TABLES, "checkpoint_migrations")
+# thread_id is always a session id (a UUID) in Threadline; a malformed one fails loudly.
+THREAD_OF_TENANT = (
+    "EXISTS (SELECT 1 FROM chat_sessions s "
+    "WHERE s.tenant_id = threadline_current_tenant() AND s.id = CAST(thread_id AS uuid))"
 )
 
 
@@ -73,8 +79,15 @@ def upgrade() -> None:
     for version, statement in enumerate(CHECKPOINTER_MIGRATIONS):
         op.execute(statement)
         op.execute(f"INSERT INTO checkpoint_migrations (v) VALUES ({version})")
-    for table in CHECKPOINT_TABLES:
+    for table in THREAD_TABLES:
         grant_dml(table)
+        op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        op.execute(
+            f"CREATE POLICY session_of_tenant ON {table} "
+            f"USING ({THREAD_OF_TENANT}) WITH CHECK ({THREAD_OF_TENANT})"
+        )
+    grant_dml("checkpoint_migrations", "SELECT")
 
 
 def downgrade() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 
@@ -98,10 +99,45 @@ async def test_refresh_issues_a_new_pair_once(client: httpx.AsyncClient, db: Asy
     assert (
         await client.get("/me", headers={"Authorization": f"Bearer {new_access}"})
     ).status_code == 200
+    second = await client.post(
+        "/auth/refresh", json={"refresh_token": first.json()["refresh_token"]}
+    )
+    assert second.status_code == 200
 
-    replay = await client.post("/auth/refresh", json={"refresh_token": session.refresh_token})
+
+async def test_a_replayed_refresh_token_signs_the_whole_login_out(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    session = await login(client, await make_user(db, await make_tenant(db)))
+    stolen = session.refresh_token
+    legit = await client.post("/auth/refresh", json={"refresh_token": stolen})
+    assert legit.status_code == 200
+
+    replay = await client.post("/auth/refresh", json={"refresh_token": stolen})
     assert replay.status_code == 401
     assert replay.json()["error"]["code"] == "token_reused"
+
+    # Every token of that login is now dead: the refreshed pair and the original access token.
+    descendant = legit.json()
+    again = await client.post("/auth/refresh", json={"refresh_token": descendant["refresh_token"]})
+    assert again.status_code == 401
+    assert again.json()["error"]["code"] == "token_revoked"
+    for access in (descendant["access_token"], session.headers["Authorization"][7:]):
+        me = await client.get("/me", headers={"Authorization": f"Bearer {access}"})
+        assert me.status_code == 401
+        assert me.json()["error"]["code"] == "token_revoked"
+
+
+async def test_logout_revokes_the_login_but_not_other_logins(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    laptop, phone = await login(client, user), await login(client, user)
+    assert (await client.post("/auth/logout", headers=laptop.headers)).status_code == 204
+    assert (await client.get("/me", headers=laptop.headers)).status_code == 401
+    refreshed = await client.post("/auth/refresh", json={"refresh_token": laptop.refresh_token})
+    assert refreshed.status_code == 401
+    assert (await client.get("/me", headers=phone.headers)).status_code == 200
 
 
 async def test_a_refresh_token_is_not_an_access_token_and_vice_versa(
@@ -128,12 +164,13 @@ def _forge(settings: Settings, secret: str | None = None, **claims: object) -> s
         "tid": str(uuid.uuid4()),
         "role": "admin",
         "typ": "access",
+        "fam": str(uuid.uuid4()),
         "jti": uuid.uuid4().hex,
         "iat": now,
         "exp": now + 60,
         **claims,
     }
-    return jwt.encode(payload, secret or settings.jwt_secret.get_secret_value(), "HS256")
+    return jwt.encode(payload, secret or settings.jwt_signing_key(), "HS256")
 
 
 async def test_expired_malformed_and_forged_tokens_are_refused(
@@ -157,11 +194,23 @@ async def test_expired_malformed_and_forged_tokens_are_refused(
 
     missing_claims = jwt.encode(
         {"sub": str(user.id), "exp": int(time.time()) + 60},
-        settings.jwt_secret.get_secret_value(),
+        settings.jwt_signing_key(),
         "HS256",
     )
     response = await client.get("/me", headers={"Authorization": f"Bearer {missing_claims}"})
     assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_token"
+
+    wrong_issuer = _forge(settings, **mine, iss="someone-else")
+    response = await client.get("/me", headers={"Authorization": f"Bearer {wrong_issuer}"})
+    assert response.json()["error"]["code"] == "invalid_token"
+
+    header = base64.urlsafe_b64encode(b'{"alg":"none","typ":"JWT"}').rstrip(b"=").decode()
+    body = _forge(settings, **mine).split(".")[1]
+    unsigned = f"{header}.{body}."
+    response = await client.get("/me", headers={"Authorization": f"Bearer {unsigned}"})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_token"
 
 
 async def test_a_valid_token_of_a_user_that_no_longer_exists_is_refused(
@@ -177,3 +226,18 @@ async def test_no_credentials_is_401(client: httpx.AsyncClient) -> None:
     response = await client.get("/me")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+async def test_repeated_failed_logins_are_throttled(
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    for _ in range(settings.login_max_failures):
+        failed = await client.post("/auth/token", json={"email": user.email, "password": "guess"})
+        assert failed.status_code == 401
+    blocked = await client.post(
+        "/auth/token", json={"email": user.email, "password": DEFAULT_PASSWORD}
+    )
+    assert blocked.status_code == 429
+    assert blocked.json()["error"]["code"] == "login_throttled"
+    assert int(blocked.headers["retry-after"]) > 0

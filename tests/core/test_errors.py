@@ -96,3 +96,26 @@ async def test_request_id_is_generated_or_echoed(client: httpx.AsyncClient) -> N
     assert echoed.headers["x-request-id"] == "abc-123"
     unsafe = await client.get("/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
     assert unsafe.headers["x-request-id"] != "bad id\twith spaces"
+
+
+async def test_a_body_of_an_unaccepted_type_is_415(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    response = await client.post(
+        "/sessions", content=b"title=x", headers={**owner.headers, "content-type": "text/plain"}
+    )
+    assert_error(response, 415, "unsupported_media_type")
+
+
+async def test_a_nul_character_is_a_clear_422_not_a_500(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    response = await client.post("/sessions", json={"title": "a\u0000b"}, headers=owner.headers)
+    assert_error(response, 422, "invalid_data")
+    login_attempt = await client.post(
+        "/auth/token", json={"email": "a\u0000@b.co", "password": "x"}
+    )
+    assert login_attempt.status_code in (401, 422)
+    assert login_attempt.json()["error"]["code"] != "internal_error"
