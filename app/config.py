@@ -59,6 +59,33 @@ class Settings(BaseSettings):
     """Failed logins per e-mail (x5 per client address) before 429, within the window."""
     login_failure_window_seconds: int = Field(default=900, ge=1)
 
+    # --- Chat pipeline ---------------------------------------------------------------------
+    llm: Literal["extractive", "openai", "anthropic", "openai-compatible"] = "extractive"
+    llm_model: str | None = None
+    """Model name; default per provider (see app.llm.providers)."""
+    llm_temperature: float = Field(default=0.2, ge=0, le=2)
+    llm_max_tokens: int = Field(default=1024, ge=16)
+    llm_timeout_seconds: float = Field(default=60, gt=0)
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_env("ANTHROPIC_API_KEY")
+    )
+    history_turns: int = Field(default=10, ge=0, le=200)
+    """Turns of a session loaded into each new turn."""
+    history_cache_ttl_seconds: int = Field(default=3600, ge=1)
+    context_base_tokens: int = Field(default=3500, ge=100)
+    context_tokens_per_result: int = Field(default=500, ge=0)
+    context_max_tokens: int = Field(default=8000, ge=100)
+    summary_max_tokens: int = Field(default=400, ge=50)
+    retrieval_k: int = Field(default=5, ge=1, le=50)
+    max_message_chars: int = Field(default=32_000, ge=100)
+    max_messages: int = Field(default=100, ge=1)
+    pii_anonymize: bool = True
+    """Anonymise PII in stored queries, answers and attachment text."""
+    sse_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    checkpoint_pool_size: int = Field(default=5, ge=1)
+
     # --- HTTP ------------------------------------------------------------------------------
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest JSON request body; uploads have their own limit."""

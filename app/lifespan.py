@@ -9,11 +9,23 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.chat.history import HistoryStore
+from app.chat.runner import TurnRunner
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
 from app.core.redis import build_redis
 from app.core.resources import Resources
+from app.graph.build import build_graph
+from app.graph.checkpointer import (
+    CheckpointSchemaError,
+    TenantScopedSaver,
+    check_schema,
+    create_pool,
+)
+from app.graph.context import TurnContext
+from app.llm.providers import build_responder
+from app.retrieval.fulltext import FullTextRetriever
 
 logger = logging.getLogger(__name__)
 
@@ -24,16 +36,42 @@ async def build_resources(settings: Settings) -> Resources:
     engine = create_engine(
         urls.app, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
     )
+    sessionmaker = create_sessionmaker(engine)
+    redis = build_redis(settings)
+    history = HistoryStore(
+        redis, limit=settings.history_turns, ttl_seconds=settings.history_cache_ttl_seconds
+    )
+    pool = create_pool(urls.app_libpq(), settings.checkpoint_pool_size)
+    await pool.open(wait=False)
+    try:
+        await check_schema(pool)
+    except CheckpointSchemaError:
+        await pool.close()
+        raise
+    except Exception:  # PostgreSQL down: start anyway, /readyz says so
+        logger.warning("could not check the checkpoint schema", exc_info=True)
+    context = TurnContext(
+        settings=settings,
+        sessionmaker=sessionmaker,
+        history=history,
+        retriever=FullTextRetriever(),
+        responder=build_responder(settings),
+    )
     return Resources(
         settings=settings,
         urls=urls,
         engine=engine,
-        sessionmaker=create_sessionmaker(engine),
-        redis=build_redis(settings),
+        sessionmaker=sessionmaker,
+        redis=redis,
+        history=history,
+        checkpoint_pool=pool,
+        turn_context=context,
+        runner=TurnRunner(build_graph(TenantScopedSaver(pool)), context),
     )
 
 
 async def release_resources(resources: Resources) -> None:
+    await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()
 

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
+from app.chat.endpoints import router as chat_router
 from app.config import Settings, get_settings
 from app.core.errors import install_error_handlers
 from app.core.logging import configure_logging
@@ -38,7 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
     app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
-    for router in (ops_router, auth_router, admin_auth_router, sessions_router):
+    for router in (ops_router, auth_router, admin_auth_router, sessions_router, chat_router):
         app.include_router(router)
     return app
 

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import (
 from app.config import Settings
 from app.core import migrate
 from app.core.database_urls import asyncpg_url, resolve_database_urls
+from app.core.db import create_sessionmaker
 from app.main import create_app
 from tests.services import ServiceMissing, in_ci, postgres_server, redis_server
 
@@ -126,13 +127,40 @@ async def connection(app_engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 
 @pytest.fixture
-def sessionmaker(connection: AsyncConnection) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(
+async def sessionmaker(
+    request: pytest.FixtureRequest,
+    app_engine: AsyncEngine,
+    test_database: Settings,
+    connection: AsyncConnection,
+) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions inside the test's rolled-back transaction; or, for tests marked `committed`
+    (several connections: the checkpointer's pool, concurrent requests), real commits that are
+    truncated away afterwards."""
+    if request.node.get_closest_marker("committed"):
+        yield create_sessionmaker(app_engine)
+        await truncate_everything(test_database)
+        return
+    yield async_sessionmaker(
         bind=connection,
         expire_on_commit=False,
         autoflush=False,
         join_transaction_mode="create_savepoint",
     )
+
+
+async def truncate_everything(settings: Settings) -> None:
+    engine = create_async_engine(resolve_database_urls(settings).owner)
+    async with engine.begin() as connection:
+        tables = (
+            await connection.exec_driver_sql(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename NOT IN ('alembic_version', 'checkpoint_migrations')"
+            )
+        ).scalars()
+        await connection.exec_driver_sql(
+            "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE"
+        )
+    await engine.dispose()
 
 
 @pytest.fixture
@@ -148,7 +176,7 @@ async def app(
 ) -> AsyncIterator[FastAPI]:
     application = create_app(settings)
     async with application.router.lifespan_context(application):
-        application.state.resources.sessionmaker = sessionmaker
+        application.state.resources.use_sessionmaker(sessionmaker)
         yield application
         await _delete_keys(application.state.resources.redis.client, settings.redis_prefix)
 

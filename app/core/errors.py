@@ -39,6 +39,13 @@ class AppError(Exception):
         self.headers = headers
         super().__init__(self.message)
 
+    @classmethod
+    def of(cls, status_code: int, code: str, message: str) -> AppError:
+        """An error with a status known only at run time (e.g. relayed from a stream)."""
+        error = cls(message, code=code)
+        error.status_code = status_code
+        return error
+
 
 class BadRequest(AppError):
     status_code, code, message = 400, "bad_request", "The request is malformed."

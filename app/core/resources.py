@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.core.database_urls import DatabaseUrls
 from app.core.redis import RedisHandle
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from app.chat.history import HistoryStore
+    from app.chat.runner import TurnRunner
+    from app.graph.context import TurnContext
 
 
 @dataclass
@@ -18,3 +26,12 @@ class Resources:
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: RedisHandle
+    history: HistoryStore
+    checkpoint_pool: AsyncConnectionPool[Any]
+    turn_context: TurnContext
+    runner: TurnRunner
+
+    def use_sessionmaker(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        """Route every database session of the app (requests and pipeline) through this one."""
+        self.sessionmaker = sessionmaker
+        self.turn_context.sessionmaker = sessionmaker

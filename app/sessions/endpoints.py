@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from app.auth.principal import CurrentPrincipal
-from app.core.deps import DbSession
+from app.core.deps import DbSession, ResourcesDep
 from app.sessions import service
 from app.sessions.schemas import (
     CreateSessionRequest,
@@ -62,9 +62,11 @@ async def rename_session(
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(
-    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
 ) -> None:
+    """Delete the session with its turns, attachment links, checkpoints and cached history."""
     await service.delete(session, principal, session_id)
+    await resources.history.drop(principal.tenant_id, session_id)
 
 
 @router.get("/{session_id}/turns", response_model=TurnPage)

@@ -12,7 +12,7 @@ from app.auth.principal import Principal
 from app.core.errors import NotFound
 from app.core.pagination import Cursor
 from app.models import ChatSession, QueryHistory
-from app.sessions.repository import SessionRepository, TurnRepository
+from app.sessions.repository import SessionRepository, TurnRepository, delete_checkpoints
 
 DEFAULT_TITLE = "New conversation"
 T = TypeVar("T", ChatSession, QueryHistory)
@@ -50,8 +50,10 @@ async def rename(
 
 
 async def delete(session: AsyncSession, principal: Principal, session_id: uuid.UUID) -> None:
-    """Delete the session; its turns and attachment links go with it (ON DELETE CASCADE)."""
+    """Delete the session and its checkpoints; turns and attachment links go with it
+    (ON DELETE CASCADE)."""
     chat = await get_owned(session, principal, session_id)
+    await delete_checkpoints(session, session_id)
     await _repo(session, principal).delete(chat)
     await session.flush()
 

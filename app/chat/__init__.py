@@ -1,0 +1,1 @@
+"""The chat turn's HTTP face: /chat and /chat/stream."""

@@ -1,0 +1,131 @@
+"""SQL for turns (`query_history`) and the session's running summary."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from app.core.repository import TenantRepository
+from app.graph.state import HistoryTurn
+from app.models import ChatSession, QueryHistory, SessionAttachment
+
+HISTORY_STATUSES = ("complete", "incomplete")
+
+
+def _as_history(row: QueryHistory) -> HistoryTurn:
+    return HistoryTurn(
+        turn_id=str(row.id), user_query=row.user_query, answer=row.answer, status=row.status
+    )
+
+
+class TurnRepository(TenantRepository[QueryHistory]):
+    model = QueryHistory
+
+    async def recent(self, session_id: uuid.UUID, limit: int) -> list[HistoryTurn]:
+        """The last `limit` finished turns of the session, oldest first."""
+        if limit <= 0:
+            return []
+        rows = await self.session.execute(
+            self.scoped()
+            .where(
+                QueryHistory.session_id == session_id,
+                QueryHistory.status.in_(HISTORY_STATUSES),
+            )
+            .order_by(QueryHistory.created_at.desc(), QueryHistory.id.desc())
+            .limit(limit)
+        )
+        return [_as_history(row) for row in reversed(rows.scalars().all())]
+
+    async def count_finished(self, session_id: uuid.UUID) -> int:
+        result = await self.session.execute(
+            select(func.count())
+            .select_from(QueryHistory)
+            .where(
+                QueryHistory.tenant_id == self.tenant_id,
+                QueryHistory.session_id == session_id,
+                QueryHistory.status.in_(HISTORY_STATUSES),
+            )
+        )
+        return int(result.scalar_one())
+
+    async def finished_slice(
+        self, session_id: uuid.UUID, offset: int, limit: int
+    ) -> list[HistoryTurn]:
+        """Finished turns `offset .. offset+limit` in chronological order."""
+        if limit <= 0:
+            return []
+        rows = await self.session.execute(
+            self.scoped()
+            .where(
+                QueryHistory.session_id == session_id,
+                QueryHistory.status.in_(HISTORY_STATUSES),
+            )
+            .order_by(QueryHistory.created_at, QueryHistory.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        return [_as_history(row) for row in rows.scalars()]
+
+    async def finish(self, turn_id: uuid.UUID, **values: Any) -> None:
+        """Record the outcome of a turn (status, answer, metadata ...)."""
+        await self.session.execute(
+            update(QueryHistory)
+            .where(QueryHistory.tenant_id == self.tenant_id, QueryHistory.id == turn_id)
+            .values(completed_at=datetime.now(UTC), **values)
+        )
+
+    async def finish_unfinished(self, turn_id: uuid.UUID, **values: Any) -> None:
+        """Like `finish`, but only for a turn still pending (never overwrite a result)."""
+        await self.session.execute(
+            update(QueryHistory)
+            .where(
+                QueryHistory.tenant_id == self.tenant_id,
+                QueryHistory.id == turn_id,
+                QueryHistory.status == "pending",
+            )
+            .values(completed_at=datetime.now(UTC), **values)
+        )
+
+
+class SessionStateRepository(TenantRepository[ChatSession]):
+    model = ChatSession
+
+    async def summary(self, session_id: uuid.UUID) -> tuple[str, int]:
+        row = (
+            await self.session.execute(
+                select(ChatSession.summary, ChatSession.summarized_turns).where(
+                    ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id
+                )
+            )
+        ).one_or_none()
+        if row is None:
+            return "", 0
+        return row.summary or "", int(row.summarized_turns)
+
+    async def save_summary(self, session_id: uuid.UUID, summary: str, turns: int) -> None:
+        await self.session.execute(
+            update(ChatSession)
+            .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
+            .values(summary=summary, summarized_turns=turns)
+        )
+
+    async def touch(self, session_id: uuid.UUID) -> None:
+        await self.session.execute(
+            update(ChatSession)
+            .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
+            .values(updated_at=func.clock_timestamp())
+        )
+
+    async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:
+        rows = await self.session.execute(
+            select(SessionAttachment.attachment_id)
+            .where(
+                SessionAttachment.tenant_id == self.tenant_id,
+                SessionAttachment.session_id == session_id,
+            )
+            .order_by(SessionAttachment.created_at)
+        )
+        return list(rows.scalars())

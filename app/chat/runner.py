@@ -1,0 +1,212 @@
+"""Runs one turn through the graph and turns its progress into events.
+
+Events, in order: `meta` (after retrieval: session, turn, composition), `token`…, `sources`,
+`done`; or `error` at any point. A cancelled run (the client went away) stores the turn
+`incomplete` with its partial answer; a failed one stores it `failed`. Either way the model
+call is cancelled with the run: no token is generated after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StreamMode
+
+from app.chat.repository import TurnRepository
+from app.core.errors import AppError
+from app.graph.build import TurnGraph
+from app.graph.checkpointer import CURRENT_TENANT
+from app.graph.context import TurnContext
+from app.graph.state import ChatMessage, initial_state
+from app.privacy.pii import anonymize
+
+logger = logging.getLogger(__name__)
+
+# Finishing writes that must survive the cancellation of the request that started them.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    tenant_id: uuid.UUID
+    user_id: uuid.UUID
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    messages: list[ChatMessage]
+    attachment_ids: list[uuid.UUID]
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    name: str
+    data: dict[str, Any]
+    status_code: int = 200
+
+
+@dataclass
+class _Progress:
+    partial: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    node_ms: dict[str, float] = field(default_factory=dict)
+
+
+def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
+    from app.graph.budget import snippet
+
+    cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
+    return [
+        {
+            "n": s["n"],
+            "id": s["id"],
+            "kind": s["kind"],
+            "source_id": s["source_id"],
+            "title": s["title"],
+            "score": round(s["score"], 6),
+            "snippet": snippet(s["text"]),
+            "cited": s["n"] in cited,
+        }
+        for s in state.get("sources", [])
+    ]
+
+
+class TurnRunner:
+    def __init__(self, graph: TurnGraph, context: TurnContext) -> None:
+        self.graph = graph
+        self.context = context
+
+    async def run(self, turn: PreparedTurn) -> AsyncIterator[TurnEvent]:
+        progress = _Progress()
+        state = initial_state(
+            tenant_id=str(turn.tenant_id),
+            user_id=str(turn.user_id),
+            session_id=str(turn.session_id),
+            turn_id=str(turn.turn_id),
+            messages=turn.messages,
+            attachment_ids=[str(a) for a in turn.attachment_ids],
+            started_at=turn.started_at,
+        )
+        # thread_id is the session id, always: one checkpoint thread per conversation.
+        config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
+        modes: list[StreamMode] = ["updates", "custom"]
+        scope = CURRENT_TENANT.set(str(turn.tenant_id))
+        last = time.perf_counter()
+        try:
+            async for item in self.graph.astream(
+                state,
+                config,
+                context=self.context,
+                stream_mode=modes,
+                durability="exit",
+            ):
+                mode, chunk = cast(tuple[str, Any], item)  # (mode, payload) with several modes
+                if mode == "custom":
+                    progress.partial.append(chunk["token"])
+                    yield TurnEvent("token", {"text": chunk["token"]})
+                    continue
+                for node, update in chunk.items():
+                    now = time.perf_counter()
+                    progress.node_ms[node] = round((now - last) * 1000, 3)
+                    last = now
+                    progress.state.update(update or {})
+                    event = self._event_after(node, turn, progress)
+                    if event is not None:
+                        yield event
+        except asyncio.CancelledError:
+            await self._finish_in_background(turn, "incomplete", progress)
+            raise
+        except Exception as exc:
+            await self._finish_in_background(turn, "failed", progress, error=exc)
+            yield _error_event(exc)
+        finally:
+            CURRENT_TENANT.reset(scope)
+
+    def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
+        state = progress.state
+        if node == "retrieve":
+            return TurnEvent(
+                "meta",
+                {
+                    "session_id": str(turn.session_id),
+                    "turn_id": str(turn.turn_id),
+                    "query_composition": state["query_composition"],
+                },
+            )
+        if node == "generate":
+            return TurnEvent("sources", {"sources": public_sources(state)})
+        if node == "persist":
+            metadata = state["context_metadata"]
+            return TurnEvent(
+                "done",
+                {
+                    "turn_id": str(turn.turn_id),
+                    "session_id": str(turn.session_id),
+                    "status": "complete",
+                    "answer": state["answer"],
+                    "query_composition": state["query_composition"],
+                    "usage": state["usage"],
+                    "model": state["model"],
+                    "latency_ms": metadata.get("latency_ms"),
+                    "context_metadata": metadata,
+                    "node_ms": progress.node_ms,
+                },
+            )
+        return None
+
+    async def _finish_in_background(
+        self,
+        turn: PreparedTurn,
+        status: str,
+        progress: _Progress,
+        error: BaseException | None = None,
+    ) -> None:
+        task = asyncio.create_task(self._finish(turn, status, "".join(progress.partial), error))
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+        with contextlib.suppress(asyncio.CancelledError):  # the task goes on regardless
+            await asyncio.shield(task)
+
+    async def _finish(
+        self, turn: PreparedTurn, status: str, partial: str, error: BaseException | None
+    ) -> None:
+        """Mark a turn that did not complete, keeping what was generated."""
+        ctx = self.context
+        answer = anonymize(partial).text if ctx.settings.pii_anonymize else partial
+        metadata: dict[str, Any] = {"latency_ms": int((time.time() - turn.started_at) * 1000)}
+        if error is not None:
+            metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
+        try:
+            async with ctx.transaction(turn.tenant_id) as db:
+                await TurnRepository(db, turn.tenant_id).finish_unfinished(
+                    turn.turn_id, status=status, answer=answer, context_metadata=metadata
+                )
+            async with ctx.transaction(turn.tenant_id) as db:
+                await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
+        except Exception:
+            logger.exception("could not record the end of turn", extra={"turn": str(turn.turn_id)})
+
+
+def _error_code(error: BaseException) -> str:
+    return error.code if isinstance(error, AppError) else "generation_failed"
+
+
+def _error_event(error: Exception) -> TurnEvent:
+    if isinstance(error, AppError):
+        return TurnEvent("error", {"code": error.code, "message": error.message}, error.status_code)
+    logger.error("turn failed", exc_info=error)
+    return TurnEvent(
+        "error",
+        {
+            "code": "generation_failed",
+            "message": "The answer could not be generated; the turn was recorded as failed.",
+        },
+        502,
+    )

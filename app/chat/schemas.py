@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.graph.state import ChatMessage
+
+MAX_MESSAGE_CHARS = 32_000
+MAX_MESSAGES = 100
+MAX_ATTACHMENTS = 20
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatRequest(BaseModel):
+    """Either `message` (the newest user message) or `messages` ending with the user's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: uuid.UUID
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
+    messages: list[MessageIn] | None = Field(default=None, max_length=MAX_MESSAGES)
+    attachment_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+
+    @model_validator(mode="after")
+    def _one_conversation(self) -> ChatRequest:
+        if (self.message is None) == (self.messages is None):
+            raise ValueError("send either `message` or `messages`")
+        if self.message is not None and not self.message.strip():
+            raise ValueError("`message` must not be empty")
+        if self.messages is not None:
+            if not self.messages:
+                raise ValueError("`messages` must not be empty")
+            last = self.messages[-1]
+            if last.role != "user" or not last.content.strip():
+                raise ValueError("the last of `messages` must be a non-empty user message")
+        return self
+
+    def conversation(self) -> list[ChatMessage]:
+        if self.message is not None:
+            return [ChatMessage(role="user", content=self.message)]
+        assert self.messages is not None
+        return [ChatMessage(role=m.role, content=m.content) for m in self.messages]
+
+
+class SourceOut(BaseModel):
+    n: int
+    id: str
+    kind: Literal["kb", "attachment"]
+    source_id: str
+    title: str
+    score: float
+    snippet: str
+    cited: bool
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatResponse(BaseModel):
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    status: str
+    answer: str
+    sources: list[SourceOut]
+    query_composition: str
+    context_metadata: dict[str, Any]
+    usage: UsageOut
+    model: str
+    latency_ms: int | None

@@ -1,0 +1,261 @@
+"""Token budgeting: which passages and history turns go into the prompt, and what is cut.
+
+Pure functions over the state's data, so the rules are easy to test and to change. The budget
+covers the whole prompt (instructions, summary, history, sources and the question):
+`min(max, base + per_result * results)`. Sections are filled in the composition's priority
+order; a passage that does not fit whole is cut to what is left (if at least
+`MIN_PASSAGE_TOKENS`), else dropped; history is filled newest first, and the turns that do not
+fit are handed back to be folded into the session's summary — never silently lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.graph.state import ChatMessage, Composition, HistoryTurn, PassageData, SourceRef
+from app.llm.tokens import count_tokens, truncate_to_tokens
+
+MIN_PASSAGE_TOKENS = 40
+SNIPPET_CHARS = 300
+# Share of the budget kept for history when retrieved passages come first, so follow-ups keep
+# their context even when the sources alone could fill the prompt.
+HISTORY_RESERVE = 0.25
+
+SYSTEM_PROMPT = (
+    "You are Threadline, an assistant that answers from the organisation's knowledge base and "
+    "the user's attached documents. Use the numbered sources below; cite each claim with its "
+    "source number in square brackets, like [1]. If the sources do not contain the answer, "
+    "say so plainly rather than guessing. Never invent source numbers."
+)
+
+
+@dataclass
+class BudgetSettings:
+    base: int
+    per_result: int
+    cap: int
+
+
+@dataclass
+class BuiltContext:
+    prompt: list[ChatMessage]
+    sources: list[SourceRef]
+    history_included: list[HistoryTurn]
+    overflow: list[HistoryTurn]
+    """Older turns that did not fit: to be folded into the summary."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def token_budget(settings: BudgetSettings, results: int) -> int:
+    return min(settings.cap, settings.base + settings.per_result * results)
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha1(re.sub(r"\W+", " ", text.lower()).strip().encode()).hexdigest()  # noqa: S324
+
+
+def _note(passage: PassageData, reason: str) -> dict[str, Any]:
+    return {"id": passage["id"], "kind": passage["kind"], "reason": reason}
+
+
+def _order(passages: Sequence[PassageData], composition: Composition) -> list[PassageData]:
+    by_score = sorted(passages, key=lambda p: -p["score"])
+    kb = [p for p in by_score if p["kind"] == "kb"]
+    docs = [p for p in by_score if p["kind"] == "attachment"]
+    if composition == "pure_doc":
+        return docs + kb
+    if composition == "hybrid":  # balanced: alternate, each list best first
+        mixed: list[PassageData] = []
+        for i in range(max(len(kb), len(docs))):
+            mixed += [*docs[i : i + 1], *kb[i : i + 1]]
+        return mixed
+    return kb + docs
+
+
+def _turn_messages(turn: HistoryTurn) -> list[ChatMessage]:
+    messages = [ChatMessage(role="user", content=turn["user_query"])]
+    if turn["answer"]:
+        messages.append(ChatMessage(role="assistant", content=turn["answer"]))
+    return messages
+
+
+def _turn_tokens(turn: HistoryTurn) -> int:
+    return count_tokens(turn["user_query"]) + count_tokens(turn["answer"]) + 8
+
+
+def build_context(
+    *,
+    query: str,
+    composition: Composition,
+    passages: Sequence[PassageData],
+    history: Sequence[HistoryTurn],
+    summary: str,
+    settings: BudgetSettings,
+) -> BuiltContext:
+    budget = token_budget(settings, len(passages))
+    truncated: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+
+    fixed = count_tokens(SYSTEM_PROMPT) + 16
+    question = query
+    question_tokens = count_tokens(question)
+    if fixed + question_tokens > budget:
+        question = truncate_to_tokens(query, max(1, budget - fixed))
+        truncated.append(
+            {"kind": "question", "tokens_before": question_tokens, "reason": "over budget"}
+        )
+        question_tokens = count_tokens(question)
+    remaining = max(0, budget - fixed - question_tokens)
+
+    summary_tokens = count_tokens(summary) if summary else 0
+    history_first = composition == "chat"
+    reserve = 0 if history_first else int(remaining * HISTORY_RESERVE) if history else 0
+
+    # --- passages ---------------------------------------------------------------------------
+    def fill_passages(available: int) -> tuple[list[tuple[PassageData, str, int]], int]:
+        chosen: list[tuple[PassageData, str, int]] = []
+        seen: set[str] = set()
+        for passage in _order(passages, composition):
+            fingerprint = _fingerprint(passage["text"])
+            if fingerprint in seen or any(c[0]["id"] == passage["id"] for c in chosen):
+                dropped.append(
+                    {"id": passage["id"], "kind": passage["kind"], "reason": "duplicate"}
+                )
+                continue
+            seen.add(fingerprint)
+            tokens = count_tokens(passage["text"]) + 12
+            if tokens <= available:
+                chosen.append((passage, passage["text"], tokens - 12))
+                available -= tokens
+            elif available - 12 >= MIN_PASSAGE_TOKENS:
+                text = truncate_to_tokens(passage["text"], available - 12)
+                kept = count_tokens(text)
+                chosen.append((passage, text, kept))
+                truncated.append(
+                    {
+                        "id": passage["id"],
+                        "kind": passage["kind"],
+                        "tokens_before": tokens - 12,
+                        "tokens_after": kept,
+                        "reason": "over budget",
+                    }
+                )
+                available = 0
+            else:
+                dropped.append(
+                    {"id": passage["id"], "kind": passage["kind"], "reason": "over budget"}
+                )
+        return chosen, available
+
+    # --- history (newest first) --------------------------------------------------------------
+    def fill_history(available: int) -> tuple[list[HistoryTurn], list[HistoryTurn], int, bool]:
+        use_summary = bool(summary) and summary_tokens <= available
+        if use_summary:
+            available -= summary_tokens
+        kept: list[HistoryTurn] = []
+        overflow: list[HistoryTurn] = []
+        for turn in reversed(history):
+            cost = _turn_tokens(turn)
+            if not overflow and cost <= available:
+                kept.insert(0, turn)
+                available -= cost
+            else:
+                overflow.insert(0, turn)
+        return kept, overflow, available, use_summary
+
+    if history_first:
+        kept, overflow, left, use_summary = fill_history(remaining)
+        chosen, _ = fill_passages(left)
+    else:
+        # Hold back for history only what it can use, up to its reserve.
+        history_need = sum(_turn_tokens(t) for t in history) + summary_tokens
+        held = min(reserve, history_need)
+        chosen, left = fill_passages(remaining - held)
+        kept, overflow, _, use_summary = fill_history(left + held)
+    if overflow:
+        truncated.append(
+            {
+                "kind": "history",
+                "turns": len(overflow),
+                "reason": "folded into the session summary",
+            }
+        )
+
+    sources = [
+        SourceRef(
+            n=i,
+            id=p["id"],
+            kind=p["kind"],
+            source_id=p["source_id"],
+            title=p["title"],
+            score=p["score"],
+            text=text,
+        )
+        for i, (p, text, _) in enumerate(chosen, start=1)
+    ]
+    source_block = "\n\n".join(f"[{s['n']}] {s['title']}\n{s['text']}" for s in sources)
+    system = SYSTEM_PROMPT
+    if use_summary:
+        system += f"\n\nSummary of the earlier conversation:\n{summary}"
+    prompt = [ChatMessage(role="system", content=system)]
+    for turn in kept:
+        prompt += _turn_messages(turn)
+    final = f"Sources:\n{source_block}\n\nQuestion: {question}" if sources else question
+    prompt.append(ChatMessage(role="user", content=final))
+
+    kb_tokens = sum(t for p, _, t in chosen if p["kind"] == "kb")
+    doc_tokens = sum(t for p, _, t in chosen if p["kind"] == "attachment")
+    history_tokens = sum(_turn_tokens(t) for t in kept) + (summary_tokens if use_summary else 0)
+    token_count = sum(count_tokens(m["content"]) for m in prompt)
+    metadata: dict[str, Any] = {
+        "token_budget": budget,
+        "token_count": token_count,
+        "truncation_applied": bool(truncated or dropped),
+        "truncated": truncated,
+        "dropped": dropped,
+        "source_distribution": {
+            "kb": kb_tokens,
+            "attachment": doc_tokens,
+            "history": history_tokens,
+        },
+        "sources": [
+            {"id": p["id"], "kind": p["kind"], "score": p["score"], "tokens": t}
+            for p, _, t in chosen
+        ],
+        "history_turns_included": len(kept),
+        "history_turn_ids": [t["turn_id"] for t in kept],
+        "summary_included": use_summary,
+        "quality_score": quality_score(composition, chosen, len(passages), bool(truncated)),
+    }
+    return BuiltContext(prompt, sources, kept, overflow, metadata)
+
+
+def quality_score(
+    composition: Composition,
+    chosen: Sequence[tuple[PassageData, str, int]],
+    retrieved: int,
+    truncated: bool,
+) -> float:
+    """0-1: how well-grounded the context is.
+
+    For retrieval turns: the best and mean relevance of the included passages (scores mapped
+    to 0-1 by s/(s+0.1), suited to both full-text ranks and fused scores), minus a little for
+    passages lost to the budget. A conversational turn with nothing retrieved scores 0.5:
+    nothing to ground, nothing missing.
+    """
+    if not chosen:
+        return 0.5 if composition == "chat" else 0.0
+    relevance = [p["score"] / (p["score"] + 0.1) if p["score"] > 0 else 0.0 for p, _, _ in chosen]
+    coverage = len(chosen) / max(1, retrieved)
+    score = 0.5 * max(relevance) + 0.3 * (sum(relevance) / len(relevance)) + 0.2 * coverage
+    if truncated:
+        score -= 0.05
+    return round(max(0.0, min(1.0, score)), 3)
+
+
+def snippet(text: str) -> str:
+    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,66 @@
+"""The LangGraph checkpointer: `AsyncPostgresSaver` on a psycopg pool, under row-level security.
+
+The checkpoint tables' policy admits a thread only if it is a session of the current tenant
+(migration 0006). The saver's connections are pooled and in autocommit, so the tenant is set
+on the connection at the start of every use, from the turn being run (`CURRENT_TENANT`), and
+cleared when the connection returns to the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.postgres.base import MIGRATIONS
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
+_SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
+
+
+class CheckpointSchemaError(RuntimeError):
+    pass
+
+
+class TenantScopedSaver(AsyncPostgresSaver):
+    """`AsyncPostgresSaver` whose every database use runs in the current turn's tenant."""
+
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        async with super()._cursor(pipeline=pipeline) as cursor:
+            await cursor.execute(_SET_TENANT, (CURRENT_TENANT.get() or "",))
+            yield cursor
+
+
+async def _clear_tenant(connection: AsyncConnection[Any]) -> None:
+    await connection.execute(_SET_TENANT, ("",))
+
+
+def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
+    return AsyncConnectionPool(
+        conninfo,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        reset=_clear_tenant,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+
+
+async def check_schema(pool: AsyncConnectionPool[AsyncConnection[DictRow]]) -> None:
+    """Refuse to start against checkpoint tables of another library version."""
+    async with pool.connection() as connection:
+        cursor = await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+        row = await cursor.fetchone()
+    expected = len(MIGRATIONS) - 1
+    found = row["v"] if row else None
+    if found != expected:
+        raise CheckpointSchemaError(
+            f"checkpoint tables are at version {found}, langgraph-checkpoint-postgres expects "
+            f"{expected}: run `threadline migrate` (or add a revision for the new library)"
+        )

@@ -1,0 +1,36 @@
+"""What nodes need besides the state: services, passed as LangGraph's runtime context.
+
+Never checkpointed; built once in lifespan and shared by every turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.history import HistoryStore
+from app.config import Settings
+from app.core.db import TENANT
+from app.llm.responder import Responder
+from app.retrieval.base import Retriever
+
+
+@dataclass
+class TurnContext:
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    history: HistoryStore
+    retriever: Retriever
+    responder: Responder
+
+    @asynccontextmanager
+    async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
+        """A session scoped to the tenant, committed when the block ends without error."""
+        async with self.sessionmaker() as session:
+            session.info[TENANT] = tenant_id
+            async with session.begin():
+                yield session

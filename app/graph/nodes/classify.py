@@ -1,0 +1,59 @@
+"""classify: detect follow-ups and rewrite them standalone; guess the query composition."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from langgraph.runtime import Runtime
+from sqlalchemy import exists, select
+
+from app.graph.composition import classify_query
+from app.graph.context import TurnContext
+from app.graph.followups import is_follow_up, rewrite_by_rules, rewrite_prompt
+from app.graph.state import TurnState
+from app.models import KbDocument
+
+logger = logging.getLogger(__name__)
+
+
+async def _rewrite(ctx: TurnContext, state: TurnState) -> tuple[str, str]:
+    """The standalone query and how it was written ("llm" or "rules")."""
+    if ctx.responder.uses_language_model:
+        try:
+            rewritten = await ctx.responder.complete(
+                rewrite_prompt(state["query"], state["history"])
+            )
+            if rewritten:
+                return rewritten.strip().strip('"'), "llm"
+        except Exception:  # the rules are the fallback, not a failed turn
+            logger.warning("follow-up rewrite by the model failed", exc_info=True)
+    return rewrite_by_rules(state["query"], state["history"]), "rules"
+
+
+async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    tenant = uuid.UUID(state["tenant_id"])
+    async with ctx.transaction(tenant) as db:
+        has_kb = bool(
+            await db.scalar(
+                select(exists().where(KbDocument.tenant_id == tenant, KbDocument.status == "ready"))
+            )
+        )
+    follow_up = is_follow_up(state["query"], state["history"])
+    reformulated, how = await _rewrite(ctx, state) if follow_up else (state["query"], "unchanged")
+    guess = classify_query(
+        f"{state['query']} {reformulated}" if follow_up else state["query"],
+        attachments=len(state["active_attachment_ids"]),
+        knowledge_base=has_kb,
+    )
+    return {
+        "is_follow_up": follow_up,
+        "reformulated_query": reformulated,
+        "query_composition": guess.composition,
+        "composition_confidence": guess.confidence,
+        "context_metadata": {
+            "classification": {"reason": guess.reason, "rewrite": how, "knowledge_base": has_kb}
+        },
+    }

@@ -1,0 +1,41 @@
+"""generate: stream the answer from the configured responder, token by token; then check its
+citations against the sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from app.graph.citations import check_citations
+from app.graph.context import TurnContext
+from app.graph.state import TurnState, Usage
+from app.llm.responder import Generation
+
+
+async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    responder = runtime.context.responder
+    write = get_stream_writer()
+    generation = Generation()
+    async for delta in responder.stream(
+        state["prompt"], state["sources"], state["history"], state["query"], generation
+    ):
+        write({"token": delta})
+    checked = check_citations("".join(generation.text), state["sources"])
+    usage = Usage(
+        prompt_tokens=generation.prompt_tokens,
+        completion_tokens=generation.completion_tokens,
+        total_tokens=generation.prompt_tokens + generation.completion_tokens,
+    )
+    metadata = {
+        **state["context_metadata"],
+        "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
+        "model": responder.model_name,
+    }
+    return {
+        "answer": checked.text,
+        "model": responder.model_name,
+        "usage": usage,
+        "context_metadata": metadata,
+    }

@@ -1,0 +1,67 @@
+"""load_history: the session's recent turns (cache, else PostgreSQL), merged with what the
+client sent, without duplicates; and the turns the running summary does not cover yet."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from app.chat.repository import TurnRepository
+from app.graph.context import TurnContext
+from app.graph.state import ChatMessage, HistoryTurn, TurnState
+
+MAX_FOLD_BATCH = 50
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def merge_client_history(
+    stored: Sequence[HistoryTurn], client: Sequence[ChatMessage]
+) -> list[HistoryTurn]:
+    """Stored turns, then the client's exchanges that are not already among them."""
+    known = {_norm(t["user_query"]) for t in stored} | {_norm(t["answer"]) for t in stored}
+    extra: list[HistoryTurn] = []
+    for message in client:
+        if _norm(message["content"]) in known or not message["content"].strip():
+            continue
+        if message["role"] == "user":
+            extra.append(
+                HistoryTurn(
+                    turn_id=f"client-{len(extra)}",
+                    user_query=message["content"],
+                    answer="",
+                    status="client",
+                )
+            )
+        elif extra and not extra[-1]["answer"]:
+            extra[-1]["answer"] = message["content"]
+    return [*stored, *extra]
+
+
+async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
+    async with ctx.transaction(tenant) as db:
+        snapshot, source = await ctx.history.load(db, tenant, session)
+        window = snapshot["turns"]
+        window_start = snapshot["total"] - len(window)
+        summarized = snapshot["summarized_turns"]
+        # Turns already folded into the summary are not repeated verbatim.
+        window = window[max(0, summarized - window_start) :]
+        unsummarized: list[HistoryTurn] = []
+        if summarized < window_start:
+            unsummarized = await TurnRepository(db, tenant).finished_slice(
+                session, summarized, min(window_start - summarized, MAX_FOLD_BATCH)
+            )
+    return {
+        "history": merge_client_history(window, state["client_history"]),
+        "history_source": source,
+        "summary": snapshot["summary"],
+        "summarized_turns": summarized,
+        "unsummarized": unsummarized,
+    }

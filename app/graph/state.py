@@ -1,0 +1,138 @@
+"""The typed state: the only contract between the pipeline's nodes.
+
+Everything here is plain JSON-able data (ids are strings) because the checkpointer stores it.
+Every field is per turn: the caller passes a complete initial state (`initial_state`), so a
+value from the previous turn of the thread can never be mistaken for this turn's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
+
+
+class ChatMessage(TypedDict):
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class HistoryTurn(TypedDict):
+    turn_id: str
+    user_query: str
+    answer: str
+    status: str
+
+
+class PassageData(TypedDict):
+    id: str
+    kind: Literal["kb", "attachment"]
+    source_id: str
+    title: str
+    text: str
+    score: float
+
+
+class SourceRef(TypedDict):
+    """A numbered citation target: `[n]` in the answer points at chunk `id`."""
+
+    n: int
+    id: str
+    kind: Literal["kb", "attachment"]
+    source_id: str
+    title: str
+    score: float
+    text: str
+    """The passage as it went into the prompt (possibly cut to the budget)."""
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class TurnState(TypedDict):
+    # --- request (set by the caller) ------------------------------------------------------
+    tenant_id: str
+    user_id: str
+    session_id: str
+    turn_id: str
+    request_messages: list[ChatMessage]
+    request_attachment_ids: list[str]
+    started_at: float
+    """Wall-clock time (epoch seconds) the request arrived: persist records the latency."""
+    # --- process_messages -----------------------------------------------------------------
+    query: str
+    client_history: list[ChatMessage]
+    # --- load_history ---------------------------------------------------------------------
+    history: list[HistoryTurn]
+    history_source: str
+    summary: str
+    summarized_turns: int
+    unsummarized: list[HistoryTurn]
+    """Turns older than the loaded window that the summary does not cover yet."""
+    # --- resolve_attachments --------------------------------------------------------------
+    active_attachment_ids: list[str]
+    # --- classify -------------------------------------------------------------------------
+    query_composition: Composition
+    composition_confidence: float
+    is_follow_up: bool
+    reformulated_query: str
+    # --- retrieve -------------------------------------------------------------------------
+    passages: list[PassageData]
+    # --- build_context --------------------------------------------------------------------
+    prompt: list[ChatMessage]
+    sources: list[SourceRef]
+    context_metadata: dict[str, Any]
+    new_summary: str | None
+    new_summarized_turns: int
+    # --- generate -------------------------------------------------------------------------
+    answer: str
+    model: str
+    usage: Usage
+    # --- persist --------------------------------------------------------------------------
+    status: str
+
+
+def initial_state(
+    *,
+    tenant_id: str,
+    user_id: str,
+    session_id: str,
+    turn_id: str,
+    messages: list[ChatMessage],
+    attachment_ids: list[str],
+    started_at: float,
+) -> TurnState:
+    return TurnState(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        session_id=session_id,
+        turn_id=turn_id,
+        request_messages=messages,
+        request_attachment_ids=attachment_ids,
+        started_at=started_at,
+        query="",
+        client_history=[],
+        history=[],
+        history_source="",
+        summary="",
+        summarized_turns=0,
+        unsummarized=[],
+        active_attachment_ids=[],
+        query_composition="chat",
+        composition_confidence=0.0,
+        is_follow_up=False,
+        reformulated_query="",
+        passages=[],
+        prompt=[],
+        sources=[],
+        context_metadata={},
+        new_summary=None,
+        new_summarized_turns=0,
+        answer="",
+        model="",
+        usage=Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0),
+        status="pending",
+    )

@@ -1,0 +1,53 @@
+"""The session's running summary: older turns folded in, progressively, within a token cap."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from app.graph.state import ChatMessage, HistoryTurn
+from app.llm.tokens import count_tokens
+
+OMITTED = "(earlier turns omitted)"
+
+
+def _clip(text: str, words: int) -> str:
+    text = re.sub(r"\s*\[\d+(?:\s*,\s*\d+)*\]", "", text).strip()
+    first = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0]
+    parts = first.split()
+    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+
+
+def fold_by_rules(previous: str, turns: Sequence[HistoryTurn], max_tokens: int) -> str:
+    """One line per folded turn; the oldest lines go first when the cap is reached."""
+    lines = [line for line in previous.splitlines() if line and line != OMITTED]
+    for turn in turns:
+        answer = _clip(turn["answer"], 30) or "(no answer)"
+        lines.append(f"- Asked: {_clip(turn['user_query'], 25)} — Answered: {answer}")
+    dropped = False
+    while lines and count_tokens("\n".join(lines)) > max_tokens:
+        lines.pop(0)
+        dropped = True
+    return "\n".join(([OMITTED] if dropped else []) + lines)
+
+
+def summary_prompt(
+    previous: str, turns: Sequence[HistoryTurn], max_tokens: int
+) -> list[ChatMessage]:
+    transcript = "\n".join(
+        f"User: {turn['user_query']}\nAssistant: {turn['answer']}" for turn in turns
+    )
+    return [
+        ChatMessage(
+            role="system",
+            content=(
+                "You maintain a running summary of a conversation. Merge the new turns into the "
+                "existing summary, keeping facts, names, numbers and decisions, in at most "
+                f"{max_tokens // 2} words. Answer with the summary only."
+            ),
+        ),
+        ChatMessage(
+            role="user",
+            content=f"Existing summary:\n{previous or '(none)'}\n\nNew turns:\n{transcript}",
+        ),
+    ]

@@ -1,0 +1,1 @@
+"""Language models: token counting, chat-model providers and the responders built on them."""

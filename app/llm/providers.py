@@ -1,0 +1,55 @@
+"""Chat-model providers, chosen by `THREADLINE_LLM` (SPEC §6)."""
+
+from __future__ import annotations
+
+from app.config import Settings
+from app.llm.responder import ChatModelResponder, ExtractiveResponder, Responder
+
+DEFAULT_MODELS = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "openai-compatible": "default",
+}
+
+
+class ProviderConfigError(RuntimeError):
+    pass
+
+
+def build_responder(settings: Settings) -> Responder:
+    """The configured provider, or the offline extractive responder."""
+    if settings.llm == "extractive":
+        return ExtractiveResponder()
+    model = settings.llm_model or DEFAULT_MODELS[settings.llm]
+    if settings.llm in ("openai", "openai-compatible"):
+        from langchain_openai import ChatOpenAI
+
+        if settings.llm == "openai-compatible" and not settings.openai_base_url:
+            raise ProviderConfigError("THREADLINE_LLM=openai-compatible needs OPENAI_BASE_URL")
+        if settings.llm == "openai" and settings.openai_api_key is None:
+            raise ProviderConfigError("THREADLINE_LLM=openai needs OPENAI_API_KEY")
+        api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
+        chat = ChatOpenAI(
+            model=model,
+            api_key=api_key,
+            base_url=settings.openai_base_url,
+            temperature=settings.llm_temperature,
+            max_completion_tokens=settings.llm_max_tokens,
+            timeout=settings.llm_timeout_seconds,
+            stream_usage=True,
+            max_retries=2,
+        )
+        return ChatModelResponder(chat, model)
+    from langchain_anthropic import ChatAnthropic
+
+    if settings.anthropic_api_key is None:
+        raise ProviderConfigError("THREADLINE_LLM=anthropic needs ANTHROPIC_API_KEY")
+    anthropic = ChatAnthropic(
+        model=model,
+        api_key=settings.anthropic_api_key,
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        timeout=settings.llm_timeout_seconds,
+        max_retries=2,
+    )
+    return ChatModelResponder(anthropic, model)

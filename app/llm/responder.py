@@ -1,0 +1,182 @@
+"""Responders: what the generate node (and the follow-up rewriter) talk to.
+
+`ChatModelResponder` wraps any LangChain chat model (OpenAI, Anthropic, OpenAI-compatible, or a
+fake in tests). `ExtractiveResponder` needs no model: it answers from the retrieved passages
+with numbered citations, and says that it is extractive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+
+from app.graph.state import ChatMessage, HistoryTurn, SourceRef
+from app.llm.tokens import count_tokens
+
+
+@dataclass
+class Generation:
+    """Usage of the last streamed answer, filled while streaming."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    text: list[str] = field(default_factory=list)
+
+
+class Responder(Protocol):
+    model_name: str
+    uses_language_model: bool
+
+    def stream(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> AsyncIterator[str]:
+        """Yield the answer's text deltas; record usage in `generation`."""
+        ...
+
+    async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
+        """One non-streamed completion (rewrites, summaries); None without a model."""
+        ...
+
+
+def to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
+    converted: list[BaseMessage] = []
+    for message in messages:
+        if message["role"] == "system":
+            converted.append(SystemMessage(message["content"]))
+        elif message["role"] == "assistant":
+            converted.append(AIMessage(message["content"]))
+        else:
+            converted.append(HumanMessage(message["content"]))
+    return converted
+
+
+def _text(chunk: AIMessageChunk | BaseMessage) -> str:
+    content = chunk.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+    )
+
+
+class ChatModelResponder:
+    uses_language_model = True
+
+    def __init__(self, model: BaseChatModel, model_name: str) -> None:
+        self.model = model
+        self.model_name = model_name
+
+    async def stream(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> AsyncIterator[str]:
+        reported = False
+        async for chunk in self.model.astream(to_langchain(prompt)):
+            usage = getattr(chunk, "usage_metadata", None)
+            if usage:
+                generation.prompt_tokens += int(usage.get("input_tokens", 0))
+                generation.completion_tokens += int(usage.get("output_tokens", 0))
+                reported = True
+            text = _text(chunk)
+            if text:
+                generation.text.append(text)
+                yield text
+        if not reported:  # providers that do not report usage: count it ourselves
+            generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+            generation.completion_tokens = count_tokens("".join(generation.text))
+
+    async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
+        result = await self.model.ainvoke(to_langchain(prompt))
+        return _text(result).strip() or None
+
+
+_WORD = re.compile(r"[A-Za-z0-9À-ÿ]{3,}")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured): "
+NO_SOURCES = (
+    "Extractive answer (no language model is configured): I found nothing in the knowledge "
+    "base or the attached documents that answers this."
+)
+
+
+def _terms(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _best_sentences(text: str, terms: set[str], limit: int) -> list[str]:
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    scored = sorted(enumerate(sentences), key=lambda item: (-len(_terms(item[1]) & terms), item[0]))
+    chosen = sorted(scored[:limit])  # keep the passage's own order
+    return [sentence for _, sentence in chosen]
+
+
+class ExtractiveResponder:
+    """Composes an answer from the best sentences of the sources, each cited `[n]`."""
+
+    model_name = "extractive"
+    uses_language_model = False
+
+    def __init__(self, max_sources: int = 3, sentences_per_source: int = 2) -> None:
+        self.max_sources = max_sources
+        self.sentences_per_source = sentences_per_source
+
+    def compose(
+        self, sources: Sequence[SourceRef], history: Sequence[HistoryTurn], query: str
+    ) -> str:
+        terms = _terms(query)
+        parts: list[str] = []
+        for source in list(sources)[: self.max_sources]:
+            sentences = _best_sentences(source["text"], terms, self.sentences_per_source)
+            if sentences:
+                parts.append(f"{' '.join(sentences)} [{source['n']}]")
+        if parts:
+            return EXTRACTIVE_NOTICE + "\n\n".join(parts)
+        # A conversational turn: what was said earlier that matches the question.
+        for turn in reversed(history):
+            sentences = _best_sentences(turn["answer"], terms, 2)
+            if sentences and _terms(" ".join(sentences)) & terms:
+                return (
+                    EXTRACTIVE_NOTICE
+                    + "earlier in this conversation: "
+                    + " ".join(s.removeprefix(EXTRACTIVE_NOTICE) for s in sentences)
+                )
+        return NO_SOURCES
+
+    async def stream(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> AsyncIterator[str]:
+        answer = self.compose(sources, history, query)
+        generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+        for piece in re.split(r"(\s+)", answer):
+            if piece:
+                generation.text.append(piece)
+                yield piece
+        generation.completion_tokens = count_tokens(answer)
+
+    async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
+        return None

