@@ -76,16 +76,18 @@ async def _migrate(settings: Settings, revision: str = "head") -> None:
 @asynccontextmanager
 async def _transaction(settings: Settings) -> AsyncIterator[AsyncSession]:
     """A transaction as the application role (RLS applies), committed on success."""
-    from app.lifespan import build_resources, release_resources
+    from app.core.database_urls import resolve_database_urls
+    from app.core.db import create_engine, create_sessionmaker
 
     if settings.embedded_database:
         await _migrate(settings)
-    resources = await build_resources(settings)
+    urls = await asyncio.to_thread(resolve_database_urls, settings)
+    engine = create_engine(urls.app, pool_size=1, max_overflow=0)
     try:
-        async with resources.sessionmaker() as session, session.begin():
+        async with create_sessionmaker(engine)() as session, session.begin():
             yield session
     finally:
-        await release_resources(resources)
+        await engine.dispose()
 
 
 @cli.command()

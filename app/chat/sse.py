@@ -4,7 +4,7 @@ cancellation of the producer when the client goes away."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import contextvars
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +12,8 @@ from typing import Any
 from app.chat.runner import TurnEvent
 
 HEARTBEAT = b": keep-alive\n\n"
+# Runs whose client went away, finishing their cancellation (strong references: see asyncio).
+_RUNNING: set[asyncio.Task[None]] = set()
 SSE_HEADERS = {
     "Cache-Control": "no-cache, no-transform",
     "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
@@ -41,7 +43,13 @@ async def event_stream(
         finally:
             queue.put_nowait(None)
 
-    producer = asyncio.create_task(produce())
+    # The run lives in its own task, outside the request's (anyio) cancel scope: on disconnect
+    # it is cancelled exactly once and cleans up as a plain asyncio task would — cancelling
+    # the graph's node tasks, and with them the model call — instead of being re-cancelled
+    # while LangGraph unwinds. Its context is copied, so the request id still reaches logs.
+    producer = asyncio.create_task(produce(), context=contextvars.copy_context())
+    _RUNNING.add(producer)
+    producer.add_done_callback(_RUNNING.discard)
     sequence = 0
     try:
         while True:
@@ -57,6 +65,4 @@ async def event_stream(
         await producer  # surfaces an unexpected producer error
     finally:
         if not producer.done():
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+            producer.cancel()  # it finishes on its own (the turn is marked incomplete)

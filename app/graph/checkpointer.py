@@ -52,9 +52,11 @@ def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnec
     )
 
 
-async def check_schema(pool: AsyncConnectionPool[AsyncConnection[DictRow]]) -> None:
+async def check_schema(
+    pool: AsyncConnectionPool[AsyncConnection[DictRow]], wait_seconds: float = 3.0
+) -> None:
     """Refuse to start against checkpoint tables of another library version."""
-    async with pool.connection() as connection:
+    async with pool.connection(timeout=wait_seconds) as connection:
         cursor = await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
         row = await cursor.fetchone()
     expected = len(MIGRATIONS) - 1

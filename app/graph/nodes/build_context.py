@@ -46,31 +46,34 @@ async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict
         summarized += len(state["unsummarized"])
         fold_note = {"folded_turns": len(state["unsummarized"]), "method": how}
 
-    built = fit_context(
-        query=state["query"],
-        composition=state["query_composition"],
-        passages=state["passages"],
-        history=state["history"],
-        summary=summary,
-        settings=settings,
-    )
-    stored_overflow = [t for t in built.overflow if t["status"] != "client"]
-    if stored_overflow:  # turns that no longer fit: folded in rather than silently dropped
-        summary, how = await _fold(ctx, summary, stored_overflow)
-        summarized += len(stored_overflow)
+    # Fit; fold whatever history does not fit into the summary; refit with the longer summary
+    # (which may push out another turn) until nothing is left over. History only shrinks, so
+    # this ends; nothing is silently dropped.
+    history = list(state["history"])
+    cut_notes: list[dict[str, Any]] = []
+    while True:
+        built = fit_context(
+            query=state["query"],
+            composition=state["query_composition"],
+            passages=state["passages"],
+            history=history,
+            summary=summary,
+            settings=settings,
+        )
+        overflow = [t for t in built.overflow if t["status"] != "client"]
+        if not overflow:
+            break
+        cut_notes += [t for t in built.metadata["truncated"] if t.get("kind") == "history"]
+        summary, how = await _fold(ctx, summary, overflow)
+        summarized += len(overflow)
         fold_note = {
-            "folded_turns": fold_note.get("folded_turns", 0) + len(stored_overflow),
+            "folded_turns": fold_note.get("folded_turns", 0) + len(overflow),
             "method": how,
         }
-        if not built.metadata["summary_included"]:
-            built = fit_context(
-                query=state["query"],
-                composition=state["query_composition"],
-                passages=state["passages"],
-                history=built.history_included,
-                summary=summary,
-                settings=settings,
-            )
+        history = built.history_included
+    if cut_notes:
+        built.metadata["truncated"] += cut_notes
+        built.metadata["truncation_applied"] = True
 
     metadata = {
         **state["context_metadata"],

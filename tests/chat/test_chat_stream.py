@@ -1,0 +1,263 @@
+"""The SSE stream: event order and ids, heartbeats, disconnects and provider failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import MutableMapping
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from langchain_core.messages import BaseMessage
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.db import scope_to_tenant
+from app.models import ChatSession, QueryHistory
+from tests.chat_helpers import add_kb_document, stream_chat, use_model
+from tests.factories import login, make_session, make_tenant, make_turn, make_user
+from tests.fakes import ScriptedChatModel, text_of
+
+pytestmark = pytest.mark.committed
+
+LONG_ANSWER = " ".join(f"word{i}" for i in range(50))
+
+
+async def _turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> QueryHistory:
+    await scope_to_tenant(db, tenant_id)
+    turn = await db.scalar(select(QueryHistory).where(QueryHistory.id == uuid.UUID(turn_id)))
+    await db.commit()
+    assert turn is not None
+    return turn
+
+
+async def test_events_come_in_order_with_increasing_ids(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    await add_kb_document(db, tenant, "Guide", ["Threadline streams answers token by token."])
+    chat = await make_session(db, user)
+    owner = await login(client, user)
+
+    response, events, _ = await stream_chat(
+        client, owner.headers, {"session_id": str(chat.id), "message": "How are answers streamed?"}
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-accel-buffering"] == "no"
+    names = [e.name for e in events]
+    assert names[0] == "meta"
+    assert names[-2:] == ["sources", "done"]
+    assert set(names[1:-2]) == {"token"}
+    assert [int(e.id or 0) for e in events] == list(range(1, len(events) + 1))
+
+    meta, done = events[0].data, events[-1].data
+    assert meta["session_id"] == str(chat.id)
+    assert meta["query_composition"] == "pure_kb"
+    assert done["turn_id"] == meta["turn_id"]
+    assert done["usage"]["total_tokens"] > 0
+    streamed = "".join(e.data["text"] for e in events if e.name == "token")
+    assert streamed == done["answer"]
+    assert events[-2].data["sources"][0]["title"] == "Guide"
+    assert (await _turn(db, tenant.id, meta["turn_id"])).status == "complete"
+
+
+async def test_heartbeats_keep_a_silent_stream_alive(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    chat = await make_session(db, user)
+    owner = await login(client, user)
+    resources = app.state.resources
+    resources.settings = resources.settings.model_copy(update={"sse_heartbeat_seconds": 0.05})
+    use_model(app, ScriptedChatModel(reply=lambda _: "slow answer", token_delay=0.3))
+
+    response, events, heartbeats = await stream_chat(
+        client, owner.headers, {"session_id": str(chat.id), "message": "hello?"}
+    )
+    assert response.status_code == 200
+    assert heartbeats >= 3
+    assert events[-1].name == "done"
+
+
+async def test_a_provider_failure_ends_with_an_error_event_and_a_failed_turn(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    owner = await login(client, user)
+    use_model(app, ScriptedChatModel(reply=lambda _: LONG_ANSWER, fail_after_tokens=3))
+
+    response, events, _ = await stream_chat(
+        client, owner.headers, {"session_id": str(chat.id), "message": "tell me everything"}
+    )
+    assert response.status_code == 200
+    assert [e.name for e in events] == ["meta", "token", "token", "token", "error"]
+    assert events[-1].data["code"] == "generation_failed"
+    assert "Traceback" not in json.dumps(events[-1].data)
+    turn = await _turn(db, tenant.id, events[0].data["turn_id"])
+    assert turn.status == "failed"
+    assert turn.answer == "word0 word1 word2 "
+
+
+async def test_the_json_endpoint_reports_a_provider_failure_as_502(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    chat = await make_session(db, user)
+    owner = await login(client, user)
+    use_model(app, ScriptedChatModel(reply=lambda _: LONG_ANSWER, fail_after_tokens=0))
+    response = await client.post(
+        "/chat", json={"session_id": str(chat.id), "message": "hi"}, headers=owner.headers
+    )
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "generation_failed"
+
+
+async def _stream_then_disconnect(
+    app: FastAPI, headers: dict[str, str], body: dict[str, Any], after_tokens: int
+) -> list[bytes]:
+    """Drive the ASGI app like a server whose client vanishes after `after_tokens` tokens."""
+    payload = json.dumps(body).encode()
+    gone = asyncio.Event()
+    chunks: list[bytes] = []
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": payload, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if b"".join(chunks).count(b"event: token") >= after_tokens:
+                gone.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/chat/stream",
+        "raw_path": b"/chat/stream",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+            *[(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("threadline.test", 80),
+    }
+    await asyncio.wait_for(app(scope, receive, send), timeout=30)
+    return chunks
+
+
+async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomplete_turn(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    owner = await login(client, user)
+    model = ScriptedChatModel(reply=lambda _: LONG_ANSWER, token_delay=0.02)
+    use_model(app, model)
+
+    await _stream_then_disconnect(
+        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, after_tokens=3
+    )
+    turn: QueryHistory | None = None
+    for _ in range(100):  # the incomplete mark is written by a task that outlives the request
+        await scope_to_tenant(db, tenant.id)
+        turn = await db.scalar(
+            select(QueryHistory)
+            .where(QueryHistory.session_id == chat.id)
+            .execution_options(populate_existing=True)
+        )
+        await db.commit()
+        if turn is not None and turn.status != "pending":
+            break
+        await asyncio.sleep(0.05)
+    assert turn is not None
+    assert turn.status == "incomplete"
+    assert turn.answer
+    assert LONG_ANSWER.startswith(turn.answer)
+    streamed = model.tokens_streamed
+    await asyncio.sleep(0.3)
+    assert model.tokens_streamed == streamed < 50  # the model call was cancelled
+
+
+def _summarising_model(messages: list[BaseMessage]) -> str:
+    if "running summary" in str(messages[0].content):
+        topics = sorted(set(re.findall(r"topic\d", text_of(messages))))
+        return "We covered " + ", ".join(topics) + "."
+    return "ok"
+
+
+@pytest.mark.parametrize("summariser", ["rules", "llm"])
+async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, summariser: str
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    for i in range(8):
+        await make_turn(
+            db,
+            chat,
+            user_query=f"Question {i} about topic{i}?",
+            answer=f"Answer {i}. " + LONG_ANSWER,
+        )
+    owner = await login(client, user)
+    context = app.state.resources.turn_context
+    context.settings = context.settings.model_copy(
+        update={
+            "context_base_tokens": 600,
+            "context_tokens_per_result": 0,
+            "context_max_tokens": 600,
+            "summary_max_tokens": 200,
+        }
+    )
+    model = ScriptedChatModel(reply=_summarising_model)
+    if summariser == "llm":
+        use_model(app, model)
+
+    response = await client.post(
+        "/chat", json={"session_id": str(chat.id), "message": "What did we cover?"},
+        headers=owner.headers,
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    metadata = response.json()["context_metadata"]
+    assert metadata["token_count"] <= metadata["token_budget"] == 600
+    assert metadata["truncation_applied"] is True, metadata
+    assert 0 < metadata["history_turns_included"] < 8
+    assert metadata["summary"]["included"] is True
+    folded = metadata["summary"]["summarized_turns"]
+    assert folded == 8 - metadata["history_turns_included"]
+    expected = "Question 0 about topic0" if summariser == "rules" else "We covered topic0"
+    assert metadata["summary"]["method"] == summariser
+    if summariser == "llm":
+        assert expected in str(model.answer_prompts()[-1][0].content)  # the summary went in
+
+    await scope_to_tenant(db, tenant.id)
+    stored = await db.scalar(
+        select(ChatSession)
+        .where(ChatSession.id == chat.id)
+        .execution_options(populate_existing=True)
+    )
+    await db.commit()
+    assert stored is not None
+    assert stored.summarized_turns == folded
+    assert expected in (stored.summary or "")
