@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo serve test lint format clean
+.PHONY: install demo serve test lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -34,7 +34,10 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy app tests migrations
+	$(BIN)/mypy app tests migrations bench
+
+bench: install
+	$(BIN)/python -m bench.chat_overhead
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -28,6 +28,7 @@ async def chat(
 ) -> ChatResponse:
     """One turn, answered as JSON once complete."""
     turn = await prepare_turn(session, principal, body)
+    await session.commit()  # release the connection: the pipeline uses its own transactions
     done: dict[str, Any] | None = None
     sources: list[dict[str, Any]] = []
     async for event in resources.runner.run(turn):
@@ -59,5 +60,6 @@ async def chat_stream(
     """One turn, streamed as Server-Sent Events. The session is checked before the stream
     starts (404 as JSON); failures after that arrive as an `error` event."""
     turn = await prepare_turn(session, principal, body)
+    await session.commit()
     stream = event_stream(resources.runner.run(turn), resources.settings.sse_heartbeat_seconds)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)

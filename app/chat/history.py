@@ -24,10 +24,15 @@ logger = logging.getLogger(__name__)
 
 class HistorySnapshot(TypedDict):
     turns: list[HistoryTurn]
-    """The last finished turns, oldest first."""
+    """The last finished turns, oldest first (the window and a few older ones)."""
     total: int
     summary: str
     summarized_turns: int
+
+
+# Turns cached beyond the history window: the ones about to leave it, so folding them into the
+# running summary needs no query.
+FOLD_SLACK = 5
 
 
 class HistoryStore:
@@ -57,15 +62,18 @@ class HistoryStore:
             logger.warning("history cache unavailable", exc_info=True)
 
     async def _from_database(
-        self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        session_id: uuid.UUID,
+        summary: tuple[str, int] | None = None,
     ) -> HistorySnapshot:
-        turns = TurnRepository(db, tenant_id)
-        summary, summarized = await SessionStateRepository(db, tenant_id).summary(session_id)
+        cached = self.limit + FOLD_SLACK if self.limit else 0
+        turns, total = await TurnRepository(db, tenant_id).recent(session_id, cached)
+        if summary is None:
+            summary = await SessionStateRepository(db, tenant_id).summary(session_id)
         return HistorySnapshot(
-            turns=await turns.recent(session_id, self.limit),
-            total=await turns.count_finished(session_id),
-            summary=summary,
-            summarized_turns=summarized,
+            turns=turns, total=total, summary=summary[0], summarized_turns=summary[1]
         )
 
     async def load(
@@ -80,9 +88,25 @@ class HistoryStore:
         await self._store(key, snapshot)
         return snapshot, "database"
 
-    async def refresh(self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
-        snapshot = await self._from_database(db, tenant_id, session_id)
+    async def snapshot(
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        session_id: uuid.UUID,
+        summary: tuple[str, int] | None = None,
+    ) -> HistorySnapshot:
+        """The snapshot as `db` sees it; `summary` (text, turns covered) saves a query when the
+        caller just wrote it. Take it inside the transaction that changed the turns and
+        `store` it after the commit: the cache then holds exactly what committed."""
+        return await self._from_database(db, tenant_id, session_id, summary)
+
+    async def store(
+        self, tenant_id: uuid.UUID, session_id: uuid.UUID, snapshot: HistorySnapshot
+    ) -> None:
         await self._store(self.key(tenant_id, session_id), snapshot)
+
+    async def refresh(self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        await self.store(tenant_id, session_id, await self.snapshot(db, tenant_id, session_id))
 
     async def drop(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
         try:

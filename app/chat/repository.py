@@ -24,32 +24,35 @@ def _as_history(row: QueryHistory) -> HistoryTurn:
 class TurnRepository(TenantRepository[QueryHistory]):
     model = QueryHistory
 
-    async def recent(self, session_id: uuid.UUID, limit: int) -> list[HistoryTurn]:
-        """The last `limit` finished turns of the session, oldest first."""
-        if limit <= 0:
-            return []
-        rows = await self.session.execute(
-            self.scoped()
-            .where(
-                QueryHistory.session_id == session_id,
-                QueryHistory.status.in_(HISTORY_STATUSES),
+    async def recent(self, session_id: uuid.UUID, limit: int) -> tuple[list[HistoryTurn], int]:
+        """The last `limit` finished turns of the session, oldest first, and how many finished
+        turns it has in all (one query)."""
+        rows = (
+            await self.session.execute(
+                select(
+                    QueryHistory.id,
+                    QueryHistory.user_query,
+                    QueryHistory.answer,
+                    QueryHistory.status,
+                    func.count().over().label("total"),
+                )
+                .where(
+                    QueryHistory.tenant_id == self.tenant_id,
+                    QueryHistory.session_id == session_id,
+                    QueryHistory.status.in_(HISTORY_STATUSES),
+                )
+                .order_by(QueryHistory.created_at.desc(), QueryHistory.id.desc())
+                .limit(max(limit, 1))
             )
-            .order_by(QueryHistory.created_at.desc(), QueryHistory.id.desc())
-            .limit(limit)
-        )
-        return [_as_history(row) for row in reversed(rows.scalars().all())]
-
-    async def count_finished(self, session_id: uuid.UUID) -> int:
-        result = await self.session.execute(
-            select(func.count())
-            .select_from(QueryHistory)
-            .where(
-                QueryHistory.tenant_id == self.tenant_id,
-                QueryHistory.session_id == session_id,
-                QueryHistory.status.in_(HISTORY_STATUSES),
+        ).all()
+        total = int(rows[0].total) if rows else 0
+        turns = [
+            HistoryTurn(
+                turn_id=str(row.id), user_query=row.user_query, answer=row.answer, status=row.status
             )
-        )
-        return int(result.scalar_one())
+            for row in reversed(rows)
+        ]
+        return (turns if limit > 0 else []), total
 
     async def finished_slice(
         self, session_id: uuid.UUID, offset: int, limit: int
@@ -105,18 +108,15 @@ class SessionStateRepository(TenantRepository[ChatSession]):
             return "", 0
         return row.summary or "", int(row.summarized_turns)
 
-    async def save_summary(self, session_id: uuid.UUID, summary: str, turns: int) -> None:
+    async def touch(self, session_id: uuid.UUID, summary: tuple[str, int] | None = None) -> None:
+        """Mark the session active now; store its new running summary if there is one."""
+        values: dict[str, Any] = {"updated_at": func.clock_timestamp()}
+        if summary is not None:
+            values.update(summary=summary[0], summarized_turns=summary[1])
         await self.session.execute(
             update(ChatSession)
             .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
-            .values(summary=summary, summarized_turns=turns)
-        )
-
-    async def touch(self, session_id: uuid.UUID) -> None:
-        await self.session.execute(
-            update(ChatSession)
-            .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
-            .values(updated_at=func.clock_timestamp())
+            .values(**values)
         )
 
     async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:

@@ -76,11 +76,14 @@ class Timestamped:
 
 
 def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
+    # No pre-ping: it would cost a round trip on every checkout (a turn checks out several
+    # times). A connection broken by a server restart fails its next statement, SQLAlchemy
+    # invalidates it, and the request fails once with a clear error; recycling bounds age.
     return create_async_engine(
         url,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=False,
         pool_recycle=1800,
         connect_args={"server_settings": {"application_name": "threadline"}},
     )

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.request_context import current_request_id
@@ -172,8 +173,19 @@ async def _database_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal_error", "Internal server error.")
 
 
+async def _pool_exhausted(_: Request, exc: Exception) -> JSONResponse:
+    logger.warning("database connection pool exhausted")
+    return error_response(
+        503,
+        "database_busy",
+        "The service is busy; retry shortly.",
+        headers={"Retry-After": "1"},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(PoolTimeout, _pool_exhausted)

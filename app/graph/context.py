@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -17,6 +17,7 @@ from app.config import Settings
 from app.core.db import TENANT
 from app.llm.responder import Responder
 from app.retrieval.base import Retriever
+from app.retrieval.status import KnowledgeBaseStatus
 
 
 @dataclass
@@ -26,6 +27,7 @@ class TurnContext:
     history: HistoryStore
     retriever: Retriever
     responder: Responder
+    kb_status: KnowledgeBaseStatus = field(default_factory=KnowledgeBaseStatus)
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:

@@ -120,13 +120,14 @@ def content_words(text: str) -> list[str]:
 
 
 def is_follow_up(query: str, history: Sequence[HistoryTurn]) -> bool:
-    """A question that leans on earlier turns: short, or with referring words or ordinals."""
+    """A question that leans on earlier turns: an ordinal, a short question with a referring
+    word ("that", "it", "and …", "what about"), or one with no content words at all ("why?")."""
     if not history:
         return False
     words = content_words(query)
     if _ORDINAL.search(query):
         return True
-    if len(words) <= 2:
+    if not words:
         return True
     return bool(_REFERRING.search(query)) and len(words) <= 5
 

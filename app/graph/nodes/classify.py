@@ -7,13 +7,11 @@ import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
-from sqlalchemy import exists, select
 
 from app.graph.composition import classify_query
 from app.graph.context import TurnContext
 from app.graph.followups import is_follow_up, rewrite_by_rules, rewrite_prompt
 from app.graph.state import TurnState
-from app.models import KbDocument
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +34,7 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     ctx = runtime.context
     tenant = uuid.UUID(state["tenant_id"])
     async with ctx.transaction(tenant) as db:
-        has_kb = bool(
-            await db.scalar(
-                select(exists().where(KbDocument.tenant_id == tenant, KbDocument.status == "ready"))
-            )
-        )
+        has_kb = await ctx.kb_status.has_documents(db, tenant)
     follow_up = is_follow_up(state["query"], state["history"])
     reformulated, how = await _rewrite(ctx, state) if follow_up else (state["query"], "unchanged")
     guess = classify_query(

@@ -43,21 +43,34 @@ def merge_client_history(
     return [*stored, *extra]
 
 
+def split_window(
+    cached: Sequence[HistoryTurn], total: int, limit: int, summarized: int
+) -> tuple[list[HistoryTurn], list[HistoryTurn], tuple[int, int] | None]:
+    """Split the cached turns (the newest `len(cached)` of `total`) into the verbatim window
+    (the last `limit`, minus turns the summary already covers), the cached turns that left the
+    window unsummarised, and — when those are older than the cache — the range to fetch."""
+    first_cached = total - len(cached)  # index of the oldest cached turn
+    window = list(cached[max(0, len(cached) - limit) :]) if limit else []
+    window_start = total - len(window)
+    window = window[max(0, summarized - window_start) :]
+    if summarized >= window_start:
+        return window, [], None
+    if summarized >= first_cached:
+        return window, list(cached[summarized - first_cached : window_start - first_cached]), None
+    return window, [], (summarized, min(window_start - summarized, MAX_FOLD_BATCH))
+
+
 async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
     tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
     async with ctx.transaction(tenant) as db:
         snapshot, source = await ctx.history.load(db, tenant, session)
-        window = snapshot["turns"]
-        window_start = snapshot["total"] - len(window)
         summarized = snapshot["summarized_turns"]
-        # Turns already folded into the summary are not repeated verbatim.
-        window = window[max(0, summarized - window_start) :]
-        unsummarized: list[HistoryTurn] = []
-        if summarized < window_start:
-            unsummarized = await TurnRepository(db, tenant).finished_slice(
-                session, summarized, min(window_start - summarized, MAX_FOLD_BATCH)
-            )
+        window, unsummarized, fetch = split_window(
+            snapshot["turns"], snapshot["total"], ctx.history.limit, summarized
+        )
+        if fetch is not None:  # older than the cache: rare (e.g. after lowering the window)
+            unsummarized = await TurnRepository(db, tenant).finished_slice(session, *fetch)
     return {
         "history": merge_client_history(window, state["client_history"]),
         "history_source": source,

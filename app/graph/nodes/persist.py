@@ -33,12 +33,11 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
             completion_tokens=state["usage"]["completion_tokens"],
             latency_ms=latency_ms,
         )
-        sessions = SessionStateRepository(db, tenant)
+        summary = (state["summary"], state["summarized_turns"])
+        changed = state["new_summary"] is not None
         if state["new_summary"] is not None:
-            await sessions.save_summary(
-                session, state["new_summary"], state["new_summarized_turns"]
-            )
-        await sessions.touch(session)
-    async with ctx.transaction(tenant) as db:
-        await ctx.history.refresh(db, tenant, session)
+            summary = (state["new_summary"], state["new_summarized_turns"])
+        await SessionStateRepository(db, tenant).touch(session, summary if changed else None)
+        snapshot = await ctx.history.snapshot(db, tenant, session, summary)
+    await ctx.history.store(tenant, session, snapshot)  # after the commit
     return {"status": "complete", "context_metadata": metadata}

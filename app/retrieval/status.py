@@ -1,0 +1,42 @@
+"""Whether a tenant's knowledge base has anything to search, cached briefly per process.
+
+Asked on every turn (classify), it would otherwise cost a transaction each time. A positive
+answer is kept a minute; a negative one only a few seconds, so a tenant's first document is
+used almost at once. Ingestion calls `invalidate` when a document becomes ready.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from sqlalchemy import exists, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import KbDocument
+
+POSITIVE_TTL_SECONDS = 60.0
+NEGATIVE_TTL_SECONDS = 5.0
+
+
+class KnowledgeBaseStatus:
+    def __init__(self) -> None:
+        self._known: dict[uuid.UUID, tuple[bool, float]] = {}
+
+    async def has_documents(self, db: AsyncSession, tenant_id: uuid.UUID) -> bool:
+        cached = self._known.get(tenant_id)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        found = bool(
+            await db.scalar(
+                select(
+                    exists().where(KbDocument.tenant_id == tenant_id, KbDocument.status == "ready")
+                )
+            )
+        )
+        ttl = POSITIVE_TTL_SECONDS if found else NEGATIVE_TTL_SECONDS
+        self._known[tenant_id] = (found, time.monotonic() + ttl)
+        return found
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        self._known.pop(tenant_id, None)

@@ -1,0 +1,86 @@
+"""The app under benchmark: the real Threadline app with a zero-latency fake model, plus the
+baseline endpoint doing only the irreducible work of a turn (authenticate, read the session,
+write one row)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import BaseModel
+
+from app.auth.principal import CurrentPrincipal
+from app.config import get_settings
+from app.core.deps import DbSession
+from app.llm.responder import ChatModelResponder
+from app.main import create_app
+from app.models import QueryHistory
+from app.sessions import service as sessions
+
+ANSWER = "Threadline answers from your documents [1]. " * 5
+
+
+class InstantModel(BaseChatModel):
+    """Answers at once, streaming one chunk per word: the LLM's cost is zero."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "instant"
+
+    def _generate(self, messages: list[BaseMessage], *_: Any, **__: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(ANSWER))])
+
+    def _stream(
+        self, messages: list[BaseMessage], *_: Any, **__: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        raise NotImplementedError
+
+    async def _astream(
+        self, messages: list[BaseMessage], *_: Any, **__: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for word in ANSWER.split(" "):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+
+
+class BaselineRequest(BaseModel):
+    session_id: uuid.UUID
+    message: str
+
+
+def factory() -> FastAPI:
+    app = create_app(get_settings())
+    lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def with_instant_model(application: FastAPI) -> AsyncIterator[None]:
+        async with lifespan(application):
+            context = application.state.resources.turn_context
+            context.responder = ChatModelResponder(InstantModel(), "instant")
+            yield
+
+    app.router.lifespan_context = with_instant_model
+
+    @app.post("/bench/baseline")
+    async def baseline(
+        body: BaselineRequest, principal: CurrentPrincipal, session: DbSession
+    ) -> dict[str, str]:
+        await sessions.get_owned(session, principal, body.session_id)
+        turn = QueryHistory(
+            tenant_id=principal.tenant_id,
+            session_id=body.session_id,
+            user_id=principal.user_id,
+            user_query=body.message,
+            answer=ANSWER,
+            status="complete",
+        )
+        session.add(turn)
+        await session.flush()
+        return {"turn_id": str(turn.id)}
+
+    return app

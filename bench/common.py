@@ -1,0 +1,88 @@
+"""Shared bench plumbing: a database to run on, percentiles, a uvicorn process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: Sequence[float]) -> str:
+    return (
+        f"p50 {statistics.median(values):7.2f} ms   p95 {percentile(values, 95):7.2f} ms"
+        f"   (n={len(values)})"
+    )
+
+
+@contextmanager
+def bench_database() -> Iterator[str]:
+    """An owner URL: $BENCH_DATABASE_URL, else a fresh embedded PostgreSQL in a temp dir."""
+    explicit = os.environ.get("BENCH_DATABASE_URL")
+    if explicit:
+        yield explicit
+        return
+    from pgserver.postgres_server import get_server
+
+    root = Path(tempfile.mkdtemp(prefix="tl-bench-"))
+    server = get_server(root / "pgdata", cleanup_mode="delete")
+    server.psql("CREATE DATABASE threadline_bench;")
+    try:
+        yield server.get_uri("threadline_bench")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def uvicorn_server(env: dict[str, str], app: str = "bench.bench_app:factory") -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", app, "--factory", "--port", str(port),
+         "--log-level", "warning", "--no-access-log"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code in (200, 503):
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
