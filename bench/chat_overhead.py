@@ -82,7 +82,10 @@ async def _measure(
 
 
 async def _node_shares(client: httpx.AsyncClient, session_id: str, turns: int) -> dict[str, float]:
+    """Share of the server-side turn time spent inside each node; the remainder is the
+    framework (LangGraph, checkpointer, HTTP handling)."""
     totals: dict[str, float] = defaultdict(float)
+    whole = 0.0
     for _ in range(turns):
         body = {"session_id": session_id, "message": "How are answers streamed?"}
         async with client.stream("POST", "/chat/stream", json=body) as response:
@@ -91,7 +94,8 @@ async def _node_shares(client: httpx.AsyncClient, session_id: str, turns: int) -
         data = json.loads(done.split("data: ", 1)[1])
         for node, ms in data["node_ms"].items():
             totals[node] += ms
-    whole = sum(totals.values())
+        whole += data["turn_ms"]
+    totals["(framework, checkpointer, request)"] = whole - sum(totals.values())
     return {node: 100 * ms / whole for node, ms in totals.items()}
 
 

@@ -22,7 +22,7 @@ from langgraph.types import StreamMode
 
 from app.chat.repository import TurnRepository
 from app.core.errors import AppError
-from app.graph.build import TurnGraph
+from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, initial_state
@@ -57,6 +57,7 @@ class _Progress:
     partial: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
     node_ms: dict[str, float] = field(default_factory=dict)
+    """Time inside each node; the rest of a turn is the framework and the checkpointer."""
 
 
 def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,7 +99,7 @@ class TurnRunner:
         config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
         modes: list[StreamMode] = ["updates", "custom"]
         scope = CURRENT_TENANT.set(str(turn.tenant_id))
-        last = time.perf_counter()
+        timings = NODE_TIMINGS.set(progress.node_ms)
         try:
             async for item in self.graph.astream(
                 state,
@@ -113,10 +114,13 @@ class TurnRunner:
                     yield TurnEvent("token", {"text": chunk["token"]})
                     continue
                 for node, update in chunk.items():
-                    now = time.perf_counter()
-                    progress.node_ms[node] = round((now - last) * 1000, 3)
-                    last = now
-                    progress.state.update(update or {})
+                    if node != "persist":  # persist empties the working fields: keep ours
+                        progress.state.update(update or {})
+                    else:
+                        progress.state["context_metadata"] = {
+                            **progress.state.get("context_metadata", {}),
+                            **update["context_metadata"],
+                        }
                     event = self._event_after(node, turn, progress)
                     if event is not None:
                         yield event
@@ -127,6 +131,7 @@ class TurnRunner:
             await self._finish_in_background(turn, "failed", progress, error=exc)
             yield _error_event(exc)
         finally:
+            NODE_TIMINGS.reset(timings)
             CURRENT_TENANT.reset(scope)
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
@@ -157,6 +162,7 @@ class TurnRunner:
                     "latency_ms": metadata.get("latency_ms"),
                     "context_metadata": metadata,
                     "node_ms": progress.node_ms,
+                    "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
                 },
             )
         return None

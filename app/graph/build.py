@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Awaitable
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
 from app.graph.nodes.build_context import build_context
@@ -36,11 +40,35 @@ NODE_NAMES = tuple(name for name, _ in PIPELINE)
 TurnGraph = CompiledStateGraph[TurnState, TurnContext, TurnState, TurnState]
 
 
+class Node(Protocol):
+    def __call__(
+        self, state: TurnState, runtime: Runtime[TurnContext]
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+# Time spent inside each node of the current run, by node name (set by the runner).
+NODE_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("node_timings", default=None)
+
+
+def _timed(name: str, node: Node) -> Node:
+    async def run(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            return await node(state, runtime)
+        finally:
+            timings = NODE_TIMINGS.get()
+            if timings is not None:
+                timings[name] = round((time.perf_counter() - started) * 1000, 3)
+
+    run.__name__ = name
+    return run
+
+
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     graph = StateGraph(TurnState, context_schema=TurnContext)
     previous = START
     for name, node in PIPELINE:
-        graph.add_node(name, node)
+        graph.add_node(name, _timed(name, node))
         graph.add_edge(previous, name)
         previous = name
     graph.add_edge(previous, END)

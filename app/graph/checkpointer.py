@@ -2,8 +2,9 @@
 
 The checkpoint tables' policy admits a thread only if it is a session of the current tenant
 (migration 0006). The saver's connections are pooled and in autocommit, so the tenant is set
-on the connection at the start of every use, from the turn being run (`CURRENT_TENANT`), and
-cleared when the connection returns to the pool.
+on the connection at the start of every use, from the turn being run (`CURRENT_TENANT`). The
+pool serves this saver only, and every use sets the tenant first, so no use can inherit
+another's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.postgres.base import MIGRATIONS
@@ -37,17 +37,12 @@ class TenantScopedSaver(AsyncPostgresSaver):
             yield cursor
 
 
-async def _clear_tenant(connection: AsyncConnection[Any]) -> None:
-    await connection.execute(_SET_TENANT, ("",))
-
-
 def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     return AsyncConnectionPool(
         conninfo,
         min_size=1,
         max_size=max_size,
         open=False,
-        reset=_clear_tenant,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
     )
 

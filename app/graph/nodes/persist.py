@@ -40,4 +40,24 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
         await SessionStateRepository(db, tenant).touch(session, summary if changed else None)
         snapshot = await ctx.history.snapshot(db, tenant, session, summary)
     await ctx.history.store(tenant, session, snapshot)  # after the commit
-    return {"status": "complete", "context_metadata": metadata}
+    # The turn is stored: the working fields are emptied so the thread's checkpoint keeps only
+    # the small outcome (its record is query_history), which keeps checkpoints small and the
+    # next turn's checkpoint load cheap.
+    return {
+        "status": "complete",
+        "context_metadata": {"latency_ms": latency_ms},
+        **CLEARED_AFTER_PERSIST,
+    }
+
+
+CLEARED_AFTER_PERSIST: dict[str, Any] = {
+    "request_messages": [],
+    "client_history": [],
+    "history": [],
+    "unsummarized": [],
+    "passages": [],
+    "prompt": [],
+    "sources": [],
+    "summary": "",
+    "new_summary": None,
+}
