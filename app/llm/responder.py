@@ -172,10 +172,9 @@ class ExtractiveResponder:
     ) -> AsyncIterator[str]:
         answer = self.compose(sources, history, query)
         generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
-        for piece in re.split(r"(\s+)", answer):
-            if piece:
-                generation.text.append(piece)
-                yield piece
+        for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
+            generation.text.append(piece)
+            yield piece
         generation.completion_tokens = count_tokens(answer)
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
