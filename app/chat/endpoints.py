@@ -38,7 +38,8 @@ async def chat(
             sources = event.data["sources"]
         if event.name == "done":
             done = event.data
-    assert done is not None
+    if done is None:
+        raise AppError("The turn ended without an answer.")
     return ChatResponse(
         session_id=turn.session_id,
         turn_id=turn.turn_id,

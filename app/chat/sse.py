@@ -26,35 +26,48 @@ def format_event(event_id: int, name: str, data: dict[str, Any]) -> bytes:
     return f"id: {event_id}\nevent: {name}\ndata: {payload}\n\n".encode()
 
 
+class RunHandle:
+    """A turn running in its own task, its events read through a queue.
+
+    The run lives outside the request's (anyio) cancel scope: when the client goes away it
+    is cancelled exactly once and cleans up as a plain asyncio task would — cancelling the
+    graph's node tasks, and with them the model call — instead of being re-cancelled while
+    LangGraph unwinds. Its context is copied, so the request id still reaches logs.
+    """
+
+    def __init__(self, events: AsyncIterator[TurnEvent]) -> None:
+        self.queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+        self.task = asyncio.create_task(self._produce(events), context=contextvars.copy_context())
+        _RUNNING.add(self.task)
+        self.task.add_done_callback(_RUNNING.discard)
+
+    async def _produce(self, events: AsyncIterator[TurnEvent]) -> None:
+        try:
+            async for event in events:
+                await self.queue.put(event)
+        finally:
+            self.queue.put_nowait(None)
+
+    async def next(self, wait_seconds: float | None = None) -> TurnEvent | None:
+        """The next event; None at the end. TimeoutError after `wait_seconds` of silence."""
+        return await asyncio.wait_for(self.queue.get(), wait_seconds)
+
+    def cancel(self) -> None:
+        if not self.task.done():
+            self.task.cancel()  # it finishes on its own (the turn is marked incomplete)
+
+
 async def event_stream(
     events: AsyncIterator[TurnEvent], heartbeat_seconds: float
 ) -> AsyncIterator[bytes]:
-    """Encode `events`; emit a heartbeat comment after each silent interval.
-
-    The events are produced in their own task so a silent model does not block heartbeats; when
-    the response is cancelled (client gone), that task is cancelled too, which cancels the run.
-    """
-    queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
-
-    async def produce() -> None:
-        try:
-            async for event in events:
-                await queue.put(event)
-        finally:
-            queue.put_nowait(None)
-
-    # The run lives in its own task, outside the request's (anyio) cancel scope: on disconnect
-    # it is cancelled exactly once and cleans up as a plain asyncio task would — cancelling
-    # the graph's node tasks, and with them the model call — instead of being re-cancelled
-    # while LangGraph unwinds. Its context is copied, so the request id still reaches logs.
-    producer = asyncio.create_task(produce(), context=contextvars.copy_context())
-    _RUNNING.add(producer)
-    producer.add_done_callback(_RUNNING.discard)
+    """Encode `events`; emit a heartbeat comment after each silent interval; cancel the run
+    when the response is cancelled (the client went away)."""
+    run = RunHandle(events)
     sequence = 0
     try:
         while True:
             try:
-                event = await asyncio.wait_for(queue.get(), heartbeat_seconds)
+                event = await run.next(heartbeat_seconds)
             except TimeoutError:
                 yield HEARTBEAT
                 continue
@@ -62,7 +75,5 @@ async def event_stream(
                 break
             sequence += 1
             yield format_event(sequence, event.name, event.data)
-        await producer  # surfaces an unexpected producer error
     finally:
-        if not producer.done():
-            producer.cancel()  # it finishes on its own (the turn is marked incomplete)
+        run.cancel()

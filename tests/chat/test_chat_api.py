@@ -3,6 +3,7 @@ is the only fake."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import httpx
@@ -196,9 +197,15 @@ async def test_the_checkpoint_is_written_under_the_session_id(
     chat = await make_session(db, user)
     owner = await login(client, user)
     await ask(client, owner, chat, "hello there")
-    await scope_to_tenant(db, tenant.id)
-    threads = (await db.execute(text("SELECT DISTINCT thread_id FROM checkpoints"))).scalars().all()
-    await db.commit()
+    threads: list[str] = []
+    for _ in range(50):  # the checkpoint is written just after the answer is returned
+        await scope_to_tenant(db, tenant.id)
+        query = text("SELECT DISTINCT thread_id FROM checkpoints")
+        threads = list((await db.execute(query)).scalars())
+        await db.commit()
+        if threads:
+            break
+        await asyncio.sleep(0.05)
     assert threads == [str(chat.id)]
 
 
