@@ -41,7 +41,11 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".threadline")
     db_pool_size: int = Field(default=10, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)
-    embedding_dim: int = Field(default=384, ge=8, le=4000)
+    embedding_dim: int = Field(default=384, ge=8, le=2000)
+    """Dimension of the vector columns, fixed when the schema is created."""
+    embedder: Literal["hashing", "minilm", "openai"] = "hashing"
+    embedding_model: str | None = None
+    """For `openai`: the embeddings model (default text-embedding-3-small)."""
 
     # --- Redis and background jobs ---------------------------------------------------------
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
@@ -79,6 +83,17 @@ class Settings(BaseSettings):
     context_max_tokens: int = Field(default=8000, ge=100)
     summary_max_tokens: int = Field(default=400, ge=50)
     retrieval_k: int = Field(default=5, ge=1, le=50)
+    retrieval_candidates: int = Field(default=40, ge=1, le=1000)
+    """Candidates each leg (dense, lexical) brings to the fusion."""
+    retrieval_fusion_k: int = Field(default=60, ge=1)
+    """Reciprocal-rank fusion constant: score = sum(weight / (k + rank))."""
+    retrieval_dense_weight: float = Field(default=1.0, ge=0)
+    retrieval_lexical_weight: float = Field(default=1.0, ge=0)
+    hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
+    chunk_tokens: int = Field(default=400, ge=50, le=2000)
+    chunk_overlap_tokens: int = Field(default=60, ge=0)
+    attachment_wait_seconds: float = Field(default=60.0, ge=0)
+    """How long a turn waits for its attachments to finish processing."""
     max_message_chars: int = Field(default=32_000, ge=100)
     max_messages: int = Field(default=100, ge=1)
     pii_anonymize: bool = True

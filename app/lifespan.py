@@ -14,8 +14,11 @@ from app.chat.runner import TurnRunner
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
+from app.core.jobs import CeleryJobs, InProcessJobs
 from app.core.redis import build_redis
 from app.core.resources import Resources
+from app.embeddings.factory import build_embedder
+from app.embeddings.space import EmbeddingMismatchError, check_embedding_space
 from app.graph.build import build_graph
 from app.graph.checkpointer import (
     CheckpointSchemaError,
@@ -24,8 +27,10 @@ from app.graph.checkpointer import (
     create_pool,
 )
 from app.graph.context import TurnContext
+from app.ingestion.jobs import ingestion_handlers
+from app.ingestion.pipeline import IngestionDeps
 from app.llm.providers import build_responder
-from app.retrieval.fulltext import FullTextRetriever
+from app.retrieval.hybrid import FusionSettings, HybridRetriever
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +55,44 @@ async def build_resources(settings: Settings) -> Resources:
         raise
     except Exception:  # PostgreSQL down: start anyway, /readyz says so
         logger.warning("could not check the checkpoint schema", exc_info=True)
+    embedder = build_embedder(settings)
+    try:
+        async with sessionmaker() as db, db.begin():
+            await check_embedding_space(db, embedder)
+    except EmbeddingMismatchError:
+        await pool.close()
+        raise
+    except Exception:
+        logger.warning("could not check the embedding space", exc_info=True)
+    retriever = HybridRetriever(
+        embedder,
+        FusionSettings(
+            candidates=settings.retrieval_candidates,
+            k=settings.retrieval_fusion_k,
+            dense_weight=settings.retrieval_dense_weight,
+            lexical_weight=settings.retrieval_lexical_weight,
+            ef_search=settings.hnsw_ef_search,
+        ),
+    )
     context = TurnContext(
         settings=settings,
         sessionmaker=sessionmaker,
         history=history,
-        retriever=FullTextRetriever(),
+        retriever=retriever,
         responder=build_responder(settings),
     )
+    ingestion = IngestionDeps(
+        sessionmaker=sessionmaker,
+        embedder=embedder,
+        pii_anonymize=settings.pii_anonymize,
+        chunk_tokens=settings.chunk_tokens,
+        chunk_overlap=settings.chunk_overlap_tokens,
+    )
+    jobs: InProcessJobs | CeleryJobs
+    if settings.celery_broker_url:
+        jobs = CeleryJobs()
+    else:
+        jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
     return Resources(
         settings=settings,
         urls=urls,
@@ -67,10 +103,14 @@ async def build_resources(settings: Settings) -> Resources:
         checkpoint_pool=pool,
         turn_context=context,
         runner=TurnRunner(build_graph(TenantScopedSaver(pool)), context),
+        retriever=retriever,
+        ingestion=ingestion,
+        jobs=jobs,
     )
 
 
 async def release_resources(resources: Resources) -> None:
+    await resources.jobs.drain()
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from app.attachments.endpoints import router as attachments_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
 from app.chat.endpoints import router as chat_router
@@ -15,6 +16,7 @@ from app.core.middleware import (
     ContentTypeMiddleware,
     RequestContextMiddleware,
 )
+from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
 from app.ops.endpoints import router as ops_router
 from app.sessions.endpoints import router as sessions_router
@@ -39,7 +41,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
     app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
-    for router in (ops_router, auth_router, admin_auth_router, sessions_router, chat_router):
+    for router in (
+        ops_router,
+        auth_router,
+        admin_auth_router,
+        sessions_router,
+        chat_router,
+        attachments_router,
+        knowledge_router,
+    ):
         app.include_router(router)
     return app
 

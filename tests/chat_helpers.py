@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.embeddings.hashing import HashingEmbedder
 from app.models import ChatSession, KbChunk, KbDocument, Tenant
 from tests.factories import LoggedIn
 from tests.fakes import ScriptedChatModel, responder
@@ -31,7 +32,8 @@ async def add_kb_document(
     )
     db.add(document)
     await db.flush()
-    for ordinal, text in enumerate(chunks):
+    vectors = await HashingEmbedder().embed(chunks)
+    for ordinal, (text, vector) in enumerate(zip(chunks, vectors, strict=True)):
         db.add(
             KbChunk(
                 tenant_id=tenant.id,
@@ -39,6 +41,7 @@ async def add_kb_document(
                 ordinal=ordinal,
                 text=text,
                 token_count=len(text.split()),
+                embedding=vector,
             )
         )
     await db.commit()

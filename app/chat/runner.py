@@ -98,8 +98,10 @@ class TurnRunner:
         # thread_id is the session id, always: one checkpoint thread per conversation.
         config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
         modes: list[StreamMode] = ["updates", "custom"]
-        scope = CURRENT_TENANT.set(str(turn.tenant_id))
-        timings = NODE_TIMINGS.set(progress.node_ms)
+        # Set for the tasks this run creates (they copy the context); not reset with tokens:
+        # an async generator may be finalised in another context.
+        CURRENT_TENANT.set(str(turn.tenant_id))
+        NODE_TIMINGS.set(progress.node_ms)
         try:
             async for item in self.graph.astream(
                 state,
@@ -131,8 +133,8 @@ class TurnRunner:
             await self._finish_in_background(turn, "failed", progress, error=exc)
             yield _error_event(exc)
         finally:
-            NODE_TIMINGS.reset(timings)
-            CURRENT_TENANT.reset(scope)
+            NODE_TIMINGS.set(None)
+            CURRENT_TENANT.set(None)
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
         state = progress.state

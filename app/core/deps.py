@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.jobs import RUNNER
 from app.core.redis import RedisHandle
 from app.core.resources import Resources
 
@@ -24,7 +25,9 @@ async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
     Function scope: the commit happens before the response is sent, so a failed commit is
     the client's error response, never a 2xx for data that was not stored.
     """
-    async with get_resources(request).sessionmaker() as session:
+    resources = get_resources(request)
+    async with resources.sessionmaker() as session:
+        session.info[RUNNER] = resources.jobs  # jobs enqueued in this request run after commit
         try:
             yield session
         except BaseException:

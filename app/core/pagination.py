@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from app.core.errors import BadRequest
 
@@ -28,3 +30,23 @@ class Cursor:
             return cls(datetime.fromisoformat(created_at), uuid.UUID(object_id))
         except (ValueError, TypeError) as exc:
             raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
+
+
+class _Keyed(Protocol):
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+
+K = TypeVar("K", bound=_Keyed)
+
+
+def split_page(rows: Sequence[K], limit: int) -> tuple[list[K], str | None]:
+    """The page (rows fetched with one extra) and the cursor of the next, if any."""
+    items = list(rows[:limit])
+    if len(rows) <= limit or not items:
+        return items, None
+    last = items[-1]
+    return items, Cursor(last.created_at, last.id).encode()

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
     from app.chat.history import HistoryStore
     from app.chat.runner import TurnRunner
+    from app.core.jobs import CeleryJobs, InProcessJobs
     from app.graph.context import TurnContext
+    from app.ingestion.pipeline import IngestionDeps
+    from app.retrieval.hybrid import HybridRetriever
 
 
 @dataclass
@@ -30,8 +33,12 @@ class Resources:
     checkpoint_pool: AsyncConnectionPool[Any]
     turn_context: TurnContext
     runner: TurnRunner
+    retriever: HybridRetriever
+    ingestion: IngestionDeps
+    jobs: InProcessJobs | CeleryJobs
 
     def use_sessionmaker(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         """Route every database session of the app (requests and pipeline) through this one."""
         self.sessionmaker = sessionmaker
         self.turn_context.sessionmaker = sessionmaker
+        self.ingestion.sessionmaker = sessionmaker

@@ -6,6 +6,7 @@ from app.models.attachment import Attachment
 from app.models.attachment_chunk import AttachmentChunk
 from app.models.audit_log import AuditLog
 from app.models.chat_session import ChatSession
+from app.models.embedding_space import EmbeddingSpace
 from app.models.kb_chunk import KbChunk
 from app.models.kb_document import KbDocument
 from app.models.query_history import QueryHistory
@@ -40,6 +41,7 @@ __all__ = [
     "AuditLog",
     "Base",
     "ChatSession",
+    "EmbeddingSpace",
     "KbChunk",
     "KbDocument",
     "QueryHistory",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Float, Integer, Text, func
+from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, Text, func
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 DOCUMENT_STATUS_CHECK = "status IN ('pending', 'processing', 'ready', 'failed')"
@@ -19,6 +21,10 @@ class DocumentColumns:
     progress: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     chunk_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    source: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    """The uploaded file, kept to re-index it (deferred: loaded only when asked for)."""
+    ingestion: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
+    """How it was ingested: pages, chunks, tokens, instructions neutralised, PII replaced."""
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True),
         server_default=func.clock_timestamp(),

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
 from app.core.errors import NotFound
-from app.core.pagination import Cursor
+from app.core.pagination import Cursor, split_page
 from app.models import ChatSession, QueryHistory
 from app.sessions.repository import SessionRepository, TurnRepository, delete_checkpoints
 
 DEFAULT_TITLE = "New conversation"
-T = TypeVar("T", ChatSession, QueryHistory)
 
 
 def _repo(session: AsyncSession, principal: Principal) -> SessionRepository:
@@ -56,14 +53,6 @@ async def delete(session: AsyncSession, principal: Principal, session_id: uuid.U
     await delete_checkpoints(session, session_id)
     await _repo(session, principal).delete(chat)
     await session.flush()
-
-
-def split_page(rows: Sequence[T], limit: int) -> tuple[list[T], str | None]:
-    items = list(rows[:limit])
-    if len(rows) <= limit or not items:
-        return items, None
-    last = items[-1]
-    return items, Cursor(last.created_at, last.id).encode()
 
 
 async def list_page(

@@ -3,6 +3,8 @@ every attachment active in the session is carried into the turn."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -11,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from app.chat.repository import SessionStateRepository
-from app.core.errors import NotFound
+from app.core.errors import AppError, NotFound, UnprocessableEntity
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
 from app.models import Attachment, SessionAttachment
@@ -49,4 +51,58 @@ async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -
                 .on_conflict_do_nothing()
             )
         active = await SessionStateRepository(db, tenant).active_attachment_ids(session)
-    return {"active_attachment_ids": [str(a) for a in active]}
+    usable, unavailable = await _await_processing(ctx, tenant, active, set(requested))
+    return {
+        "active_attachment_ids": [str(a) for a in usable],
+        "context_metadata": {
+            **state["context_metadata"],
+            "attachments_unavailable": unavailable,
+        },
+    }
+
+
+POLL_SECONDS = 0.25
+
+
+async def _await_processing(
+    ctx: TurnContext, tenant: uuid.UUID, active: list[uuid.UUID], requested: set[uuid.UUID]
+) -> tuple[list[uuid.UUID], list[dict[str, str]]]:
+    """Wait (up to the configured time) until every active attachment is processed. One the
+    user just attached that failed is an error; an older one that failed is left out."""
+    if not active:
+        return [], []
+    deadline = time.monotonic() + ctx.settings.attachment_wait_seconds
+    while True:
+        async with ctx.transaction(tenant) as db:
+            rows = (
+                await db.execute(
+                    select(Attachment.id, Attachment.status, Attachment.error).where(
+                        Attachment.tenant_id == tenant, Attachment.id.in_(active)
+                    )
+                )
+            ).all()
+        waiting = [r for r in rows if r.status in ("pending", "processing")]
+        if not waiting:
+            break
+        if time.monotonic() >= deadline:
+            raise AttachmentNotReady(
+                f"The attachment {waiting[0].id} is still being processed after "
+                f"{ctx.settings.attachment_wait_seconds:g} s; try again shortly.",
+                code="attachment_not_ready",
+            )
+        await asyncio.sleep(POLL_SECONDS)
+    failed = [r for r in rows if r.status == "failed"]
+    for row in failed:
+        if row.id in requested:
+            raise UnprocessableEntity(
+                f"The attachment {row.id} could not be processed: {row.error}",
+                code="attachment_failed",
+            )
+    ready = {r.id for r in rows if r.status == "ready"}
+    return [a for a in active if a in ready], [
+        {"id": str(r.id), "status": r.status} for r in failed
+    ]
+
+
+class AttachmentNotReady(AppError):
+    status_code, code, message = 409, "attachment_not_ready", "The attachment is not ready."

@@ -1,0 +1,1 @@
+"""Documents users upload into their conversations."""

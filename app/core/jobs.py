@@ -1,0 +1,93 @@
+"""Background jobs, enqueued only after the transaction that created their data commits.
+
+A job buffered on a session is handed to the runner in `after_commit` and dropped on
+rollback, so a worker never looks for a row that was not stored. The runner is Celery when a
+broker is configured (`CELERY_BROKER_URL`), else an in-process task runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+logger = logging.getLogger(__name__)
+
+PENDING = "threadline.pending_jobs"
+RUNNER = "threadline.job_runner"
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    kwargs: dict[str, str] = field(default_factory=dict)
+
+
+class JobRunner(Protocol):
+    def submit(self, job: Job) -> None: ...
+
+
+def enqueue_after_commit(session: Any, job: Job) -> None:
+    """Buffer `job` on the (async or sync) session until its transaction commits."""
+    info = session.info
+    info.setdefault(PENDING, []).append(job)
+
+
+@event.listens_for(Session, "after_commit")
+def _dispatch(session: Session) -> None:
+    jobs: list[Job] = session.info.pop(PENDING, [])
+    runner: JobRunner | None = session.info.get(RUNNER)
+    if jobs and runner is None:
+        logger.error("jobs committed without a runner", extra={"jobs": [j.name for j in jobs]})
+    for job in jobs:
+        assert runner is not None
+        runner.submit(job)
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop(session: Session) -> None:
+    session.info.pop(PENDING, None)
+
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class InProcessJobs:
+    """Runs jobs as asyncio tasks of this process (the embedded default)."""
+
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self.handlers = handlers
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def submit(self, job: Job) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, job: Job) -> None:
+        try:
+            await self.handlers[job.name](**job.kwargs)
+        except Exception:
+            logger.exception("job failed", extra={"job": job.name})
+
+    async def drain(self) -> None:
+        """Wait for every submitted job (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+class CeleryJobs:
+    """Publishes jobs to the Celery broker; workers run them (app.worker.tasks)."""
+
+    def submit(self, job: Job) -> None:
+        from app.worker.celery_app import celery_app
+
+        celery_app.send_task(job.name, kwargs=job.kwargs)
+
+    async def drain(self) -> None:
+        return None

@@ -1,0 +1,20 @@
+"""The embedder interface: a name, a dimension, and batches of texts in, unit vectors out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Embedder(Protocol):
+    name: str
+    """Identifies the model; recorded in the database beside the vectors it produced."""
+    dimension: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector per text, in order."""
+        ...
+
+
+class EmbedderConfigError(RuntimeError):
+    pass

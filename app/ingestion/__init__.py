@@ -1,0 +1,1 @@
+"""Document ingestion: extract → sanitise → chunk → embed → index, with status and progress."""

@@ -1,0 +1,46 @@
+"""Reading an upload: size, type from content, content hash."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from starlette.datastructures import UploadFile
+
+from app.core.errors import PayloadTooLarge, UnprocessableEntity
+from app.ingestion.extract import sniff
+
+READ_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Upload:
+    data: bytes
+    filename: str | None
+    content_type: str
+    content_hash: str
+
+
+async def read_upload(file: UploadFile, max_bytes: int) -> Upload:
+    """The whole file, refused past `max_bytes` (413), typed by its content (415)."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := await file.read(READ_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"The file exceeds the limit of {max_bytes} bytes.")
+        parts.append(chunk)
+    data = b"".join(parts)
+    if not data:
+        raise UnprocessableEntity("The file is empty.", code="empty_file")
+    return from_bytes(data, file.filename)
+
+
+def from_bytes(data: bytes, filename: str | None) -> Upload:
+    sniffed = sniff(data, filename)
+    return Upload(
+        data=data,
+        filename=(filename or None) and filename[:255],
+        content_type=sniffed.content_type,
+        content_hash=hashlib.sha256(data).hexdigest(),
+    )

@@ -1,0 +1,1 @@
+"""The tenant's knowledge base: documents, their ingestion, and search."""

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, status
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from app.auth.principal import AdminPrincipal, CurrentPrincipal
+from app.core.deps import DbSession, ResourcesDep
+from app.core.errors import BadRequest, UnprocessableEntity
+from app.graph.budget import snippet
+from app.ingestion.uploads import from_bytes, read_upload
+from app.knowledge import service
+from app.knowledge.schemas import (
+    DocumentAccepted,
+    DocumentOut,
+    DocumentPage,
+    SearchHit,
+    SearchIn,
+    SearchOut,
+    TextDocumentIn,
+)
+
+router = APIRouter(prefix="/kb", tags=["knowledge base"])
+
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "title": {"type": "string"},
+                        "external_id": {"type": "string"},
+                        "metadata": {"type": "string", "description": "a JSON object"},
+                    },
+                }
+            },
+            "application/json": {"schema": TextDocumentIn.model_json_schema()},
+        },
+    }
+}
+
+
+@router.post(
+    "/documents",
+    response_model=DocumentAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    openapi_extra=_BODY,
+    responses={200: {"model": DocumentAccepted, "description": "Already in the knowledge base"}},
+)
+async def add_document(
+    request: Request, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+) -> Any:
+    """Add a file (PDF, text, Markdown) or a text; it is ingested in the background.
+    The same content again returns the existing document (200)."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        file = form.get("file")
+        if file is None or isinstance(file, str):
+            raise UnprocessableEntity("Send the document as the multipart field `file`.")
+        upload = await read_upload(file, resources.settings.max_upload_bytes)
+        title, external_id = form.get("title"), form.get("external_id")
+        metadata = _metadata(form.get("metadata"))
+        title = title if isinstance(title, str) else None
+        external_id = external_id if isinstance(external_id, str) else None
+    else:
+        try:
+            body = TextDocumentIn.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise UnprocessableEntity(_first_error(exc)) from exc
+        upload = replace(from_bytes(body.text.encode(), None), content_type=body.content_type)
+        title, external_id, metadata = body.title, body.external_id, body.metadata
+    document, duplicate = await service.add_document(
+        session, admin, upload, title=title, external_id=external_id, metadata=metadata
+    )
+    accepted = DocumentAccepted(id=document.id, status=document.status, duplicate=duplicate)
+    return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)
+
+
+def _metadata(raw: object) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(str(raw))
+    except json.JSONDecodeError as exc:
+        raise BadRequest("`metadata` must be a JSON object.", code="malformed_json") from exc
+    if not isinstance(value, dict):
+        raise UnprocessableEntity("`metadata` must be a JSON object.")
+    return value
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "body"
+    return f"{where}: {error['msg']}"
+
+
+@router.get("/documents", response_model=DocumentPage)
+async def list_documents(
+    admin: AdminPrincipal,
+    session: DbSession,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> DocumentPage:
+    """The tenant's documents with their ingestion status and progress, newest first."""
+    items, next_cursor = await service.list_documents(session, admin, limit=limit, cursor=cursor)
+    return DocumentPage(
+        items=[DocumentOut.model_validate(d) for d in items], next_cursor=next_cursor
+    )
+
+
+@router.get("/documents/{document_id}", response_model=DocumentOut)
+async def read_document(
+    document_id: uuid.UUID, admin: AdminPrincipal, session: DbSession
+) -> DocumentOut:
+    return DocumentOut.model_validate(await service.get_document(session, admin, document_id))
+
+
+@router.delete("/documents/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_document(
+    document_id: uuid.UUID, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+) -> None:
+    """Delete the document with its chunks and embeddings."""
+    await service.delete_document(session, admin, document_id)
+    resources.turn_context.kb_status.invalidate(admin.tenant_id)
+
+
+@router.post("/search", response_model=SearchOut)
+async def search(
+    body: SearchIn, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+) -> SearchOut:
+    """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
+    hits = await resources.retriever.search_hits(session, principal.tenant_id, body.query, k=body.k)
+    return SearchOut(
+        items=[
+            SearchHit(
+                document_id=uuid.UUID(hit.passage.source_id),
+                external_id=hit.external_id,
+                chunk_id=uuid.UUID(hit.passage.id),
+                title=hit.passage.title,
+                score=hit.passage.score,
+                snippet=snippet(hit.passage.text),
+            )
+            for hit in hits
+        ]
+    )

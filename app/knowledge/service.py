@@ -1,0 +1,83 @@
+"""Adding, listing and deleting knowledge-base documents. Never commits."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.principal import Principal
+from app.core.errors import NotFound
+from app.core.jobs import enqueue_after_commit
+from app.core.pagination import Cursor, split_page
+from app.ingestion.jobs import ingest_job
+from app.ingestion.uploads import Upload
+from app.knowledge.repository import DocumentRepository
+from app.models import KbDocument
+
+
+async def add_document(
+    session: AsyncSession,
+    principal: Principal,
+    upload: Upload,
+    *,
+    title: str | None,
+    external_id: str | None,
+    metadata: dict[str, Any],
+) -> tuple[KbDocument, bool]:
+    """The new document (queued for ingestion after commit), or the existing one with the
+    same content in this tenant (`True`: a duplicate)."""
+    documents = DocumentRepository(session, principal.tenant_id)
+    existing = await documents.by_hash(upload.content_hash)
+    if existing is not None:
+        return existing, True
+    document = KbDocument(
+        tenant_id=principal.tenant_id,
+        id=uuid.uuid4(),
+        title=title or upload.filename or "Untitled",
+        external_id=external_id,
+        doc_metadata=metadata,
+        filename=upload.filename,
+        content_type=upload.content_type,
+        size_bytes=len(upload.data),
+        content_hash=upload.content_hash,
+        source=upload.data,
+        status="pending",
+        created_by=principal.user_id,
+    )
+    try:
+        async with session.begin_nested():
+            documents.add(document)
+            await session.flush()
+    except IntegrityError:  # the same file, uploaded concurrently
+        again = await documents.by_hash(upload.content_hash)
+        assert again is not None
+        return again, True
+    enqueue_after_commit(session, ingest_job("kb", principal.tenant_id, document.id))
+    return document, False
+
+
+async def get_document(
+    session: AsyncSession, principal: Principal, doc_id: uuid.UUID
+) -> KbDocument:
+    document = await DocumentRepository(session, principal.tenant_id).get(doc_id)
+    if document is None:
+        raise NotFound("No such document.", code="document_not_found")
+    return document
+
+
+async def delete_document(session: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> None:
+    """The document goes with its chunks and embeddings (ON DELETE CASCADE)."""
+    document = await get_document(session, principal, doc_id)
+    await session.delete(document)
+    await session.flush()
+
+
+async def list_documents(
+    session: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+) -> tuple[list[KbDocument], str | None]:
+    after = Cursor.decode(cursor) if cursor else None
+    rows = await DocumentRepository(session, principal.tenant_id).page(limit=limit, after=after)
+    return split_page(rows, limit)

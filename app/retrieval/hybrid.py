@@ -1,0 +1,177 @@
+"""Hybrid retrieval: pgvector HNSW (cosine) + PostgreSQL full text, fused by reciprocal rank.
+
+Both legs are filtered to the tenant in SQL (and by RLS). The HNSW index is shared by all
+tenants, so a filtered nearest-neighbour search could come back short for a small tenant;
+pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep scanning
+until the filter has let through enough rows, and the query orders the survivors exactly.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.embeddings.base import Embedder
+from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
+from app.retrieval.base import Passage
+
+Leg = Literal["dense", "lexical"]
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    candidates: int = 40
+    k: int = 60
+    dense_weight: float = 1.0
+    lexical_weight: float = 1.0
+    ef_search: int = 100
+
+
+@dataclass(frozen=True)
+class Hit:
+    passage: Passage
+    external_id: str | None
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One searchable table: chunks, their parent, and how to present a hit."""
+
+    kind: Literal["kb", "attachment"]
+    chunk: Any
+    parent: Any
+    parent_id: Any
+    title: Any
+    external_id: Any
+    ready: Any
+
+
+KB = _Source(
+    "kb", KbChunk, KbDocument, KbChunk.document_id, KbDocument.title, KbDocument.external_id,
+    KbDocument.status == "ready",
+)  # fmt: skip
+ATTACHMENTS = _Source(
+    "attachment", AttachmentChunk, Attachment, AttachmentChunk.attachment_id,
+    func.coalesce(Attachment.filename, literal("attachment")), literal(None),
+    Attachment.status == "ready",
+)  # fmt: skip
+
+
+def _or_query(query: str) -> ColumnElement[Any]:
+    # OR of the query's stemmed terms: a question rarely shares every word with its answer.
+    terms = func.tsvector_to_array(func.to_tsvector("english", query))
+    return func.to_tsquery("english", func.array_to_string(terms, " | "))
+
+
+class HybridRetriever:
+    def __init__(self, embedder: Embedder, settings: FusionSettings) -> None:
+        self.embedder = embedder
+        self.settings = settings
+
+    async def search(
+        self,
+        session: AsyncSession,
+        tenant_id: uuid.UUID,
+        query: str,
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+    ) -> list[Passage]:
+        hits = await self.search_hits(session, tenant_id, query, attachment_ids=attachment_ids, k=k)
+        return [hit.passage for hit in hits]
+
+    async def search_hits(
+        self,
+        session: AsyncSession,
+        tenant_id: uuid.UUID,
+        query: str,
+        *,
+        k: int,
+        attachment_ids: Sequence[uuid.UUID] = (),
+        knowledge_base: bool = True,
+        legs: Sequence[Leg] = ("dense", "lexical"),
+    ) -> list[Hit]:
+        """The `k` best chunks by reciprocal-rank fusion of the requested legs."""
+        settings = self.settings
+        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(settings.ef_search)}"))
+        vector = (await self.embedder.embed([query]))[0] if "dense" in legs else None
+        sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
+        weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
+        fused: dict[str, float] = {}
+        best: dict[str, Hit] = {}
+        for leg in legs:
+            hits: list[Hit] = []
+            for source in sources:
+                hits += await self._leg(
+                    session, source, leg, tenant_id, query, vector, attachment_ids
+                )
+            hits.sort(key=lambda h: -h.passage.score)
+            for rank, hit in enumerate(hits[: settings.candidates], start=1):
+                pid = hit.passage.id
+                fused[pid] = fused.get(pid, 0.0) + weights[leg] / (settings.k + rank)
+                best.setdefault(pid, hit)
+        order = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+        return [
+            replace(best[pid], passage=replace(best[pid].passage, score=round(fused[pid], 6)))
+            for pid in order
+        ]
+
+    async def _leg(
+        self,
+        session: AsyncSession,
+        source: _Source,
+        leg: Leg,
+        tenant_id: uuid.UUID,
+        query: str,
+        vector: list[float] | None,
+        attachment_ids: Sequence[uuid.UUID],
+    ) -> list[Hit]:
+        chunk, parent = source.chunk, source.parent
+        if leg == "dense":
+            distance = chunk.embedding.cosine_distance(vector)
+            score, order = (1 - distance), distance
+        else:
+            tsquery = _or_query(query)
+            score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
+            order = score.desc()
+        statement = (
+            select(
+                chunk.id,
+                source.parent_id.label("parent_id"),
+                source.title.label("title"),
+                source.external_id.label("external_id"),
+                chunk.text,
+                score.label("score"),
+            )
+            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
+            .where(chunk.tenant_id == tenant_id, source.ready)
+            .order_by(order)
+            .limit(self.settings.candidates)
+        )
+        if leg == "lexical":
+            statement = statement.where(chunk.tsv.op("@@")(tsquery))
+        else:
+            statement = statement.where(chunk.embedding.is_not(None))
+        if source.kind == "attachment":
+            statement = statement.where(source.parent_id.in_(list(attachment_ids)))
+        rows = (await session.execute(statement)).all()
+        return [
+            Hit(
+                Passage(
+                    id=str(r.id),
+                    kind=source.kind,
+                    source_id=str(r.parent_id),
+                    title=r.title,
+                    text=r.text,
+                    score=float(r.score),
+                ),
+                r.external_id,
+            )
+            for r in rows
+        ]
