@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -219,6 +220,96 @@ def api_keys_create(
     typer.echo(_run(job))
 
 
+INGESTIBLE = (".pdf", ".txt", ".md", ".markdown", ".text")
+
+
+def _files(paths: list[Path]) -> list[tuple[Path, str]]:
+    """Each file with its external id: its path relative to the folder it was found in."""
+    found: list[tuple[Path, str]] = []
+    for path in paths:
+        if path.is_dir():
+            found += [
+                (p, p.relative_to(path).as_posix())
+                for p in sorted(path.rglob("*"))
+                if p.suffix.lower() in INGESTIBLE
+            ]
+        elif path.is_file():
+            found.append((path, path.name))
+        else:
+            raise typer.BadParameter(f"{path} does not exist", param_hint="PATH")
+    return found
+
+
+async def _ingest_files(
+    settings: Settings, tenant_name: str, files: list[tuple[Path, str]]
+) -> dict[str, int]:
+    """Add each file to the tenant's knowledge base and ingest it now, with a progress bar."""
+    from rich.progress import Progress
+
+    from app.core.database_urls import resolve_database_urls
+    from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
+    from app.embeddings.factory import build_embedder
+    from app.ingestion.pipeline import IngestionDeps, ingest
+    from app.ingestion.uploads import from_bytes
+    from app.knowledge.service import add_document
+    from app.tenants.service import require_tenant
+
+    if settings.embedded_database:
+        await _migrate(settings)
+    urls = await asyncio.to_thread(resolve_database_urls, settings)
+    engine = create_engine(urls.app, pool_size=2, max_overflow=0)
+    sessions = create_sessionmaker(engine)
+    deps = IngestionDeps(
+        sessionmaker=sessions,
+        embedder=build_embedder(settings),
+        pii_anonymize=settings.pii_anonymize,
+        chunk_tokens=settings.chunk_tokens,
+        chunk_overlap=settings.chunk_overlap_tokens,
+    )
+    counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0}
+    try:
+        async with sessions() as db, db.begin():
+            tenant = await require_tenant(db, tenant_name)
+        with Progress(transient=False) as progress:
+            bar = progress.add_task("ingesting", total=len(files))
+            for path, external_id in files:
+                progress.update(bar, description=path.name[:40])
+                try:
+                    upload = from_bytes(path.read_bytes(), path.name)
+                except AppError as exc:
+                    counts["refused"] += 1
+                    progress.console.print(f"[yellow]skipped {path}: {exc.message}")
+                    progress.advance(bar)
+                    continue
+                async with sessions() as db, db.begin():
+                    await scope_to_tenant(db, tenant.id)
+                    document, duplicate = await add_document(
+                        db, tenant.id, upload, title=path.stem, external_id=external_id,
+                        metadata={}, created_by=None, enqueue=False,
+                    )  # fmt: skip
+                if duplicate:
+                    counts["duplicate"] += 1
+                else:
+                    counts[await ingest(deps, "kb", tenant.id, document.id)] += 1
+                progress.advance(bar)
+    finally:
+        await engine.dispose()
+    return counts
+
+
+@cli.command("ingest")
+def ingest_command(
+    tenant: Annotated[str, typer.Option(help="Tenant name.")],
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (PDF, text, Markdown).")],
+) -> None:
+    """Load documents into a tenant's knowledge base, with a progress bar."""
+    files = _files(paths)
+    counts = _run(lambda settings: _ingest_files(settings, tenant, files))
+    typer.echo(", ".join(f"{n} {k}" for k, n in counts.items()))
+    if counts["failed"]:
+        raise typer.Exit(1)
+
+
 @cli.command()
 def demo(
     url: Annotated[str, typer.Option(help="Where the server will listen.")] = (
@@ -250,12 +341,16 @@ def demo(
 
     created = _run(job)
     typer.echo(("Created" if created else "Found") + f" the demo tenant {DEMO_TENANT!r}.")
+    sample = Path(__file__).parent / "demo" / "kb"
+    counts = _run(lambda settings: _ingest_files(settings, DEMO_TENANT, _files([sample])))
+    typer.echo(f"Sample knowledge base: {counts['ready'] + counts['duplicate']} documents.")
     typer.echo(
         f"\nLog in at {url}/docs (Authorize) or with:\n"
         f"  curl -s -X POST {url}/auth/token \\\n"
         "       -H 'content-type: application/json' \\\n"
         f'       -d \'{{"email": "{DEMO_EMAIL}", "password": "{DEMO_PASSWORD}"}}\'\n'
         f"  e-mail: {DEMO_EMAIL}   password: {DEMO_PASSWORD}   role: admin\n"
+        "Then create a session and ask, e.g., 'How do I erase my data?'\n"
     )
 
 

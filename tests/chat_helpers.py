@@ -87,9 +87,14 @@ async def stream_chat(
 
 
 async def ask(
-    client: httpx.AsyncClient, who: LoggedIn, chat: ChatSession, message: str
+    client: httpx.AsyncClient,
+    who: LoggedIn,
+    chat: ChatSession,
+    message: str,
+    attachments: list[str] | None = None,
 ) -> httpx.Response:
-    """POST /chat with one message."""
-    return await client.post(
-        "/chat", json={"session_id": str(chat.id), "message": message}, headers=who.headers
-    )
+    """POST /chat with one message (and attachments to add to the session)."""
+    body: dict[str, Any] = {"session_id": str(chat.id), "message": message}
+    if attachments:
+        body["attachment_ids"] = attachments
+    return await client.post("/chat", json=body, headers=who.headers)

@@ -79,7 +79,13 @@ async def add_document(
         upload = replace(from_bytes(body.text.encode(), None), content_type=body.content_type)
         title, external_id, metadata = body.title, body.external_id, body.metadata
     document, duplicate = await service.add_document(
-        session, admin, upload, title=title, external_id=external_id, metadata=metadata
+        session,
+        admin.tenant_id,
+        upload,
+        title=title,
+        external_id=external_id,
+        metadata=metadata,
+        created_by=admin.user_id,
     )
     accepted = DocumentAccepted(id=document.id, status=document.status, duplicate=duplicate)
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)

@@ -20,21 +20,23 @@ from app.models import KbDocument
 
 async def add_document(
     session: AsyncSession,
-    principal: Principal,
+    tenant_id: uuid.UUID,
     upload: Upload,
     *,
     title: str | None,
     external_id: str | None,
     metadata: dict[str, Any],
+    created_by: uuid.UUID | None,
+    enqueue: bool = True,
 ) -> tuple[KbDocument, bool]:
-    """The new document (queued for ingestion after commit), or the existing one with the
-    same content in this tenant (`True`: a duplicate)."""
-    documents = DocumentRepository(session, principal.tenant_id)
+    """The new document (queued for ingestion after commit unless `enqueue` is false), or
+    the existing one with the same content in this tenant (`True`: a duplicate)."""
+    documents = DocumentRepository(session, tenant_id)
     existing = await documents.by_hash(upload.content_hash)
     if existing is not None:
         return existing, True
     document = KbDocument(
-        tenant_id=principal.tenant_id,
+        tenant_id=tenant_id,
         id=uuid.uuid4(),
         title=title or upload.filename or "Untitled",
         external_id=external_id,
@@ -45,7 +47,7 @@ async def add_document(
         content_hash=upload.content_hash,
         source=upload.data,
         status="pending",
-        created_by=principal.user_id,
+        created_by=created_by,
     )
     try:
         async with session.begin_nested():
@@ -55,7 +57,8 @@ async def add_document(
         again = await documents.by_hash(upload.content_hash)
         assert again is not None
         return again, True
-    enqueue_after_commit(session, ingest_job("kb", principal.tenant_id, document.id))
+    if enqueue:
+        enqueue_after_commit(session, ingest_job("kb", tenant_id, document.id))
     return document, False
 
 

@@ -111,7 +111,8 @@ class ChatModelResponder:
 
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ]{3,}")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_MARKUP = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]|^#+\s*|`")
 EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured): "
 NO_SOURCES = (
     "Extractive answer (no language model is configured): I found nothing in the knowledge "

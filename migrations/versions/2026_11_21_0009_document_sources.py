@@ -22,9 +22,7 @@ TABLES = ("attachments", "kb_documents")
 def upgrade() -> None:
     for table in TABLES:
         op.add_column(table, sa.Column("source", sa.LargeBinary))
-        op.add_column(
-            table, sa.Column("ingestion", pg.JSONB, nullable=False, server_default="{}")
-        )
+        op.add_column(table, sa.Column("ingestion", pg.JSONB, nullable=False, server_default="{}"))
 
 
 def downgrade() -> None:
