@@ -51,6 +51,8 @@ def _run(job: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.embedded import EmbeddedDatabaseError
+    from app.embeddings.base import EmbedderConfigError
+    from app.embeddings.space import EmbeddingMismatchError
 
     try:
         settings = get_settings()
@@ -60,7 +62,7 @@ def _run(job: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(job(settings))
     except AppError as exc:
         raise _fail(exc.message) from exc
-    except EmbeddedDatabaseError as exc:
+    except (EmbeddedDatabaseError, EmbeddingMismatchError, EmbedderConfigError) as exc:
         raise _fail(str(exc)) from exc
     except (SQLAlchemyError, OSError) as exc:
         raise _fail(f"cannot use the database: {exc.__class__.__name__}: {exc}") from exc
@@ -249,6 +251,7 @@ async def _ingest_files(
     from app.core.database_urls import resolve_database_urls
     from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
     from app.embeddings.factory import build_embedder
+    from app.embeddings.space import check_embedding_space
     from app.ingestion.pipeline import IngestionDeps, ingest
     from app.ingestion.uploads import from_bytes
     from app.knowledge.service import add_document
@@ -266,9 +269,10 @@ async def _ingest_files(
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
     )
-    counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0}
+    counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0}
     try:
         async with sessions() as db, db.begin():
+            await check_embedding_space(db, deps.embedder)
             tenant = await require_tenant(db, tenant_name)
         with Progress(transient=False) as progress:
             bar = progress.add_task("ingesting", total=len(files))

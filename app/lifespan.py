@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.chat.history import HistoryStore
-from app.chat.runner import TurnRunner
+from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
@@ -110,6 +110,7 @@ async def build_resources(settings: Settings) -> Resources:
 
 
 async def release_resources(resources: Resources) -> None:
+    await drain_background()
     await resources.jobs.drain()
     await resources.checkpoint_pool.close()
     await resources.redis.close()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, create_async_engine
 
+from app.config import Settings
+from app.core.database_urls import resolve_database_urls
 from app.core.db import scope_to_tenant
 from app.embeddings.hashing import HashingEmbedder
 from app.models import ChatSession, KbChunk, KbDocument, Tenant
@@ -98,3 +102,14 @@ async def ask(
     if attachments:
         body["attachment_ids"] = attachments
     return await client.post("/chat", json=body, headers=who.headers)
+
+
+@asynccontextmanager
+async def owner_connection(settings: Settings) -> AsyncIterator[AsyncConnection]:
+    """A connection as the database owner (past RLS), to assert what is really stored."""
+    engine = create_async_engine(resolve_database_urls(settings).owner)
+    try:
+        async with engine.connect() as connection:
+            yield connection
+    finally:
+        await engine.dispose()

@@ -47,6 +47,11 @@ async def upload(
         )
     )
     if existing is not None:
+        if existing.status == "failed":  # uploading it again means: try again
+            existing.status, existing.error, existing.progress = "pending", None, 0.0
+            enqueue_after_commit(
+                session, ingest_job("attachment", principal.tenant_id, existing.id)
+            )
         return existing, True
     attachment = Attachment(
         tenant_id=principal.tenant_id,

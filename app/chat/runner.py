@@ -34,6 +34,12 @@ logger = logging.getLogger(__name__)
 _BACKGROUND: set[asyncio.Task[None]] = set()
 
 
+async def drain_background(wait_seconds: float = 10.0) -> None:
+    """Wait (bounded) for the writes that finish cancelled or failed turns: at shutdown."""
+    if _BACKGROUND:
+        await asyncio.wait(list(_BACKGROUND), timeout=wait_seconds)
+
+
 @dataclass(frozen=True)
 class PreparedTurn:
     tenant_id: uuid.UUID
@@ -102,6 +108,7 @@ class TurnRunner:
         # an async generator may be finalised in another context.
         CURRENT_TENANT.set(str(turn.tenant_id))
         NODE_TIMINGS.set(progress.node_ms)
+        stored = False  # set once `done` went out: later failures do not un-store the turn
         try:
             async for item in self.graph.astream(
                 state,
@@ -125,11 +132,16 @@ class TurnRunner:
                         }
                     event = self._event_after(node, turn, progress)
                     if event is not None:
+                        stored = stored or event.name == "done"
                         yield event
         except asyncio.CancelledError:
-            await self._finish_in_background(turn, "incomplete", progress)
+            if not stored:
+                await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
+            if stored:  # e.g. the final checkpoint write: the turn itself is complete
+                logger.warning("turn stored, but its checkpoint was not", exc_info=exc)
+                return
             await self._finish_in_background(turn, "failed", progress, error=exc)
             yield _error_event(exc)
         finally:

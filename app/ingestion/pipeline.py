@@ -46,6 +46,10 @@ class _Failed(Exception):
     """A permanent failure: recorded, not retried."""
 
 
+class _Deleted(Exception):
+    """The document was deleted while it was being ingested."""
+
+
 def _models(kind: Kind) -> tuple[Any, Any, Any]:
     if kind == "kb":
         return KbDocument, KbChunk, KbChunk.document_id
@@ -69,6 +73,8 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
         try:
             await _ingest_once(deps, kind, tenant, oid)
             return "ready"
+        except _Deleted:
+            return "deleted"
         except _Failed as exc:
             await _set(deps, kind, tenant, oid, status="failed", error=str(exc), progress=1.0)
             return "failed"
@@ -98,7 +104,7 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
             )
         ).one_or_none()
         if row is None:
-            return  # deleted before it was processed: nothing to do
+            raise _Deleted
         await db.execute(
             update(model)
             .where(model.tenant_id == tenant, model.id == oid)

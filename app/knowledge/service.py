@@ -34,6 +34,9 @@ async def add_document(
     documents = DocumentRepository(session, tenant_id)
     existing = await documents.by_hash(upload.content_hash)
     if existing is not None:
+        if existing.status == "failed" and enqueue:  # uploading it again means: try again
+            existing.status, existing.error, existing.progress = "pending", None, 0.0
+            enqueue_after_commit(session, ingest_job("kb", tenant_id, existing.id))
         return existing, True
     document = KbDocument(
         tenant_id=tenant_id,

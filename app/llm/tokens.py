@@ -31,4 +31,6 @@ def truncate_to_tokens(text: str, limit: int) -> str:
     tokens = _encoding().encode(text, disallowed_special=())
     if len(tokens) <= limit:
         return text
-    return _encoding().decode(tokens[:limit])
+    # Bytes of a token prefix are a prefix of the text's UTF-8; dropping a trailing partial
+    # character keeps the result an exact prefix of `text`.
+    return _encoding().decode_bytes(tokens[:limit]).decode("utf-8", errors="ignore")

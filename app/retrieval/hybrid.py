@@ -8,6 +8,7 @@ until the filter has let through enough rows, and the query orders the survivors
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.retrieval.base import Passage
 
 Leg = Literal["dense", "lexical"]
+MAX_SCAN_TUPLES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,14 @@ ATTACHMENTS = _Source(
 )  # fmt: skip
 
 
+_WORDS = re.compile(r"\w+")
+
+
 def _or_query(query: str) -> ColumnElement[Any]:
-    # OR of the query's stemmed terms: a question rarely shares every word with its answer.
-    terms = func.tsvector_to_array(func.to_tsvector("english", query))
-    return func.to_tsquery("english", func.array_to_string(terms, " | "))
+    """The question's words OR-ed (an answer rarely repeats every word of its question),
+    stemmed once by the `english` configuration. websearch syntax cannot fail to parse."""
+    words = _WORDS.findall(query.lower())[:64]
+    return func.websearch_to_tsquery("english", " or ".join(words) or "")
 
 
 class HybridRetriever:
@@ -100,6 +106,9 @@ class HybridRetriever:
         settings = self.settings
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(settings.ef_search)}"))
+        # How far an iterative scan may go to fill a filtered result: a tenant with a tiny
+        # share of the rows still gets its full candidate list.
+        await session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"))
         vector = (await self.embedder.embed([query]))[0] if "dense" in legs else None
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}

@@ -25,15 +25,20 @@ async def _ingest(kind: str, tenant_id: str, object_id: str) -> str:
     from app.core.database_urls import resolve_database_urls
     from app.core.db import create_engine, create_sessionmaker
     from app.embeddings.factory import build_embedder
+    from app.embeddings.space import check_embedding_space
     from app.ingestion.jobs import ingestion_handlers
     from app.ingestion.pipeline import IngestionDeps
 
     settings = get_settings()
     engine = create_engine(resolve_database_urls(settings).app, pool_size=2, max_overflow=0)
     try:
+        sessions = create_sessionmaker(engine)
+        embedder = build_embedder(settings)
+        async with sessions() as db, db.begin():
+            await check_embedding_space(db, embedder)  # never mix vectors of two models
         deps = IngestionDeps(
-            sessionmaker=create_sessionmaker(engine),
-            embedder=build_embedder(settings),
+            sessionmaker=sessions,
+            embedder=embedder,
             pii_anonymize=settings.pii_anonymize,
             chunk_tokens=settings.chunk_tokens,
             chunk_overlap=settings.chunk_overlap_tokens,

@@ -118,6 +118,15 @@ async def test_the_json_endpoint_reports_a_provider_failure_as_502(
     )
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "generation_failed"
+    await scope_to_tenant(db, chat.tenant_id)
+    turn = await db.scalar(
+        select(QueryHistory)
+        .where(QueryHistory.session_id == chat.id)
+        .execution_options(populate_existing=True)
+    )
+    await db.commit()
+    assert turn is not None
+    assert turn.status == "failed"
 
 
 async def _stream_then_disconnect(

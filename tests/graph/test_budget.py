@@ -117,3 +117,13 @@ def test_every_context_metadata_key_is_present() -> None:
     } <= built.metadata.keys()  # fmt: skip
     assert 0.0 <= built.metadata["quality_score"] <= 1.0
     assert built.metadata["summary_included"] is True
+
+
+def test_truncation_keeps_an_exact_prefix_of_multibyte_text() -> None:
+    from app.llm.tokens import truncate_to_tokens
+
+    text = "数据保护 🚀🚀🚀 élève " * 40
+    for limit in range(1, 60, 7):
+        head = truncate_to_tokens(text, limit)
+        assert text.startswith(head)
+        assert "\ufffd" not in head

@@ -53,6 +53,6 @@ def test_retrieval_results_correct_the_guess(guess: str, kinds: list[str], expec
 
 
 def test_confirmation_raises_confidence_and_contradiction_lowers_it() -> None:
-    guess = CompositionGuess("pure_kb", 0.7, "test")
-    assert refine_with_results(guess, ["kb"]).confidence > 0.7
-    assert refine_with_results(guess, ["attachment"]).confidence == 0.7
+    guess = CompositionGuess("pure_kb", 0.8, "test")
+    assert refine_with_results(guess, ["kb"]).confidence > 0.8
+    assert refine_with_results(guess, ["attachment"]).confidence < 0.8

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
-from app.models import AttachmentChunk, SessionAttachment
+from app.models import Attachment, AttachmentChunk, SessionAttachment
 from tests.chat_helpers import ask
 from tests.factories import LoggedIn, login, make_session, make_tenant, make_user
 from tests.knowledge.files import CORRUPT_PDF, make_pdf
@@ -122,6 +122,14 @@ async def test_attachment_text_is_anonymised(
     details = (await client.get(f"/attachments/{attachment}", headers=owner.headers)).json()
     assert details["status"] == "ready"
     assert details["ingestion"]["pii_replaced"] == {"EMAIL": 1, "PHONE": 1}
+    await scope_to_tenant(db, owner.user.tenant_id)
+    stored = await db.scalar(select(Attachment.text))
+    chunks = list(await db.scalars(select(AttachmentChunk.text)))
+    await db.commit()
+    for text in (stored or "", *chunks):
+        assert "maria.verdi@example.com" not in text
+        assert "765 4321" not in text
+    assert stored == "Contact Maria at [EMAIL] or [PHONE]."
 
 
 async def test_a_failed_attachment_is_a_clear_error_when_used(

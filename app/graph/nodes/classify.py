@@ -48,6 +48,7 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         "query_composition": guess.composition,
         "composition_confidence": guess.confidence,
         "context_metadata": {
-            "classification": {"reason": guess.reason, "rewrite": how, "knowledge_base": has_kb}
+            **state["context_metadata"],
+            "classification": {"reason": guess.reason, "rewrite": how, "knowledge_base": has_kb},
         },
     }

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from app.chat.repository import TurnRepository
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, HistoryTurn, TurnState
+from app.privacy.pii import anonymize
 
 MAX_FOLD_BATCH = 50
 
@@ -27,7 +28,9 @@ def merge_client_history(
     known = {_norm(t["user_query"]) for t in stored} | {_norm(t["answer"]) for t in stored}
     extra: list[HistoryTurn] = []
     for message in client:
-        if _norm(message["content"]) in known or not message["content"].strip():
+        content = message["content"]
+        # Stored turns may be anonymised: compare both forms.
+        if not content.strip() or {_norm(content), _norm(anonymize(content).text)} & known:
             continue
         if message["role"] == "user":
             extra.append(
