@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
 from app.ingestion.chunking import chunk_text
-from app.ingestion.extract import ExtractionError, extract_text
+from app.ingestion.extract import PDF, ExtractionError, extract_text
 from app.ingestion.safety import neutralise_instructions
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.privacy.pii import anonymize
@@ -114,7 +114,10 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     if source is None:
         raise _Failed("The file is missing.")
     try:
-        raw_text, pages = await asyncio.to_thread(extract_text, source, content_type)
+        if content_type == PDF:  # parsing a PDF is CPU work: off the event loop
+            raw_text, pages = await asyncio.to_thread(extract_text, source, content_type)
+        else:
+            raw_text, pages = extract_text(source, content_type)
     except ExtractionError as exc:
         raise _Failed(str(exc)) from exc
 
@@ -127,14 +130,18 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     chunks = chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
     if not chunks:
         raise _Failed("The document contains no text.")
-    await _set(deps, kind, tenant, oid, progress=0.15)
+    batched = len(chunks) > EMBED_BATCH  # progress is worth a write only for long documents
+    if batched:
+        await _set(deps, kind, tenant, oid, progress=0.15)
 
     vectors: list[list[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
         vectors += await deps.embedder.embed([c.text for c in batch])
         done = start + len(batch)
-        await _set(deps, kind, tenant, oid, progress=round(0.15 + 0.8 * done / len(chunks), 3))
+        if batched and done < len(chunks):
+            progress = round(0.15 + 0.8 * done / len(chunks), 3)
+            await _set(deps, kind, tenant, oid, progress=progress)
 
     details = {
         "pages": pages,

@@ -199,3 +199,21 @@ async def test_instruction_like_text_is_neutralised_and_flagged(
     snippet = found.json()["items"][0]["snippet"]
     assert "Ignore all previous instructions" not in snippet
     assert "[instruction-like text removed]" in snippet
+
+
+async def test_a_long_document_is_embedded_in_batches_and_fully_indexed(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    admin = await _admin(client, db)
+    paragraphs = [
+        f"Section {i}. The maintenance log entry {i} records a routine check." for i in range(2500)
+    ]
+    accepted = await _upload(client, admin, "log.txt", "\n\n".join(paragraphs).encode())
+    document = await _document(app, client, admin, accepted.json()["id"])
+    assert document["status"] == "ready"
+    assert document["progress"] == 1.0
+    assert document["chunk_count"] > 64  # more than one embedding batch
+    await scope_to_tenant(db, admin.user.tenant_id)
+    stored = await db.scalar(select(func.count()).select_from(KbChunk))
+    await db.commit()
+    assert stored == document["chunk_count"]
