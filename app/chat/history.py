@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import TypedDict
+from typing import Any, TypedDict, cast
 
+from redis.exceptions import WatchError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.repository import SessionStateRepository, TurnRepository
@@ -103,7 +104,22 @@ class HistoryStore:
     async def store(
         self, tenant_id: uuid.UUID, session_id: uuid.UUID, snapshot: HistorySnapshot
     ) -> None:
-        await self._store(self.key(tenant_id, session_id), snapshot)
+        """Cache `snapshot` unless a newer one (more finished turns) is already there: two
+        turns of one session finishing close together must not leave the older view."""
+        key = self.key(tenant_id, session_id)
+        try:
+            async with self.redis.client.pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                current = await pipe.get(key)
+                if current is not None and json.loads(current)["total"] > snapshot["total"]:
+                    return
+                cast(Any, pipe).multi()  # untyped in redis-py's stubs
+                pipe.set(key, json.dumps(snapshot), ex=self.ttl)
+                await pipe.execute()
+        except WatchError:
+            return  # another turn stored its snapshot meanwhile
+        except Exception:
+            logger.warning("history cache unavailable", exc_info=True)
 
     async def refresh(self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
         await self.store(tenant_id, session_id, await self.snapshot(db, tenant_id, session_id))
