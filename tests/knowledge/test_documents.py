@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
@@ -143,11 +143,17 @@ async def test_a_tenant_never_retrieves_another_tenants_chunks(
     accepted = await _upload(client, owner, "secret.txt", secret)
     await _document(app, client, owner, accepted.json()["id"])
     retriever = app.state.resources.retriever
+    query = "Globex merger codename Blue Heron"
     for legs in (("dense",), ("lexical",), ("dense", "lexical")):
+        # RLS scoped to the other tenant, with the HNSW index forced (no sequential scan).
         await scope_to_tenant(db, other.user.tenant_id)
-        hits = await retriever.search_hits(
-            db, other.user.tenant_id, "Globex merger codename Blue Heron", k=10, legs=legs
-        )
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
+        await db.commit()
+        assert hits == [], legs
+        # And the application's own filter, with RLS letting the owner's rows through.
+        await scope_to_tenant(db, owner.user.tenant_id)
+        hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
         await db.commit()
         assert hits == [], legs
     mine = await client.post(
