@@ -9,6 +9,7 @@ from app.models.chat_session import ChatSession
 from app.models.embedding_space import EmbeddingSpace
 from app.models.kb_chunk import KbChunk
 from app.models.kb_document import KbDocument
+from app.models.kb_term_stats import KbCorpusStats, KbTermStats
 from app.models.query_history import QueryHistory
 from app.models.refresh_token_family import RefreshTokenFamily
 from app.models.refresh_token_use import RefreshTokenUse
@@ -31,6 +32,8 @@ TENANT_OWNED_TABLES = (
     "audit_log",
     "refresh_token_families",
     "refresh_token_uses",
+    "kb_term_stats",
+    "kb_corpus_stats",
 )
 
 __all__ = [
@@ -43,7 +46,9 @@ __all__ = [
     "ChatSession",
     "EmbeddingSpace",
     "KbChunk",
+    "KbCorpusStats",
     "KbDocument",
+    "KbTermStats",
     "QueryHistory",
     "RefreshTokenFamily",
     "RefreshTokenUse",

@@ -1,6 +1,8 @@
 """Hybrid retrieval: pgvector HNSW (cosine) + PostgreSQL full text, fused by reciprocal rank.
 
-Both legs are filtered to the tenant in SQL (and by RLS). The HNSW index is shared by all
+Both legs are filtered to the tenant in SQL (and by RLS). The knowledge base's lexical leg is
+scored by BM25 (term statistics per tenant, kept by triggers); attachments, a handful of
+documents, use `ts_rank_cd`. The HNSW index is shared by all
 tenants, so a filtered nearest-neighbour search could come back short for a small tenant;
 pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep scanning
 until the filter has let through enough rows, and the query orders the survivors exactly.
@@ -23,6 +25,45 @@ from app.retrieval.base import Passage
 
 Leg = Literal["dense", "lexical"]
 MAX_SCAN_TUPLES = 1_000_000
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_BM25 = text(
+    """
+    WITH terms AS (
+      SELECT DISTINCT t.lexeme
+      FROM unnest(tsvector_to_array(to_tsvector('english', :query))) AS t(lexeme)
+    ),
+    corpus AS (
+      SELECT chunks::float8 AS n,
+             greatest(total_length::float8 / nullif(chunks, 0), 1) AS avgdl
+      FROM kb_corpus_stats WHERE tenant_id = :tenant
+    ),
+    idf AS (
+      SELECT s.lexeme, ln(1 + (corpus.n - s.df + 0.5) / (s.df + 0.5)) AS idf
+      FROM kb_term_stats s JOIN terms USING (lexeme) CROSS JOIN corpus
+      WHERE s.tenant_id = :tenant
+    ),
+    matches AS (
+      SELECT c.id, c.document_id, c.text, c.tsv, d.title, d.external_id
+      FROM kb_chunks c
+      JOIN kb_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id
+      WHERE c.tenant_id = :tenant AND d.status = 'ready'
+        AND c.tsv @@ websearch_to_tsquery('english', :words)
+    )
+    SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
+           sum(idf.idf * cardinality(u.positions) * (:k1 + 1)
+               / (cardinality(u.positions)
+                  + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
+    FROM matches m
+    CROSS JOIN LATERAL unnest(m.tsv) AS u(lexeme, positions, weights)
+    JOIN idf ON idf.lexeme = u.lexeme
+    CROSS JOIN corpus
+    GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
+    ORDER BY score DESC, m.id
+    LIMIT :limit
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -131,6 +172,38 @@ class HybridRetriever:
             for pid in order
         ]
 
+    async def _kb_bm25(self, session: AsyncSession, tenant_id: uuid.UUID, query: str) -> list[Hit]:
+        """The knowledge base's lexical leg, scored by BM25 from the per-tenant term
+        statistics (migration 0010) rather than ts_rank, which has no notion of rarity."""
+        words = " or ".join(_WORDS.findall(query.lower())[:64])
+        rows = (
+            await session.execute(
+                _BM25,
+                {
+                    "tenant": tenant_id,
+                    "query": query,
+                    "words": words,
+                    "k1": BM25_K1,
+                    "b": BM25_B,
+                    "limit": self.settings.candidates,
+                },
+            )
+        ).all()
+        return [
+            Hit(
+                Passage(
+                    id=str(r.id),
+                    kind="kb",
+                    source_id=str(r.parent_id),
+                    title=r.title,
+                    text=r.text,
+                    score=float(r.score),
+                ),
+                r.external_id,
+            )
+            for r in rows
+        ]
+
     async def _leg(
         self,
         session: AsyncSession,
@@ -141,6 +214,8 @@ class HybridRetriever:
         vector: list[float] | None,
         attachment_ids: Sequence[uuid.UUID],
     ) -> list[Hit]:
+        if leg == "lexical" and source.kind == "kb":
+            return await self._kb_bm25(session, tenant_id, query)
         chunk, parent = source.chunk, source.parent
         if leg == "dense":
             distance = chunk.embedding.cosine_distance(vector)

@@ -223,3 +223,38 @@ async def test_a_long_document_is_embedded_in_batches_and_fully_indexed(
     stored = await db.scalar(select(func.count()).select_from(KbChunk))
     await db.commit()
     assert stored == document["chunk_count"]
+
+
+async def test_the_lexical_leg_weighs_rare_words_and_keeps_its_statistics(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    admin = await _admin(client, db)
+    ids = {}
+    for name, body in (
+        ("a", b"Apple orchards need pruning in winter."),
+        ("b", b"Apple cider is pressed in autumn."),
+        ("c", b"Apple and durian grow in different climates."),
+    ):
+        accepted = await _upload(client, admin, f"{name}.txt", body)
+        ids[name] = accepted.json()["id"]
+    await app.state.resources.jobs.drain()
+    retriever = app.state.resources.retriever
+    await scope_to_tenant(db, admin.user.tenant_id)
+    hits = await retriever.search_hits(
+        db, admin.user.tenant_id, "apple durian", k=3, legs=("lexical",)
+    )
+    assert hits[0].passage.source_id == ids["c"]  # "durian" is rare, "apple" is everywhere
+    stats = await db.execute(text("SELECT chunks FROM kb_corpus_stats"))
+    assert stats.scalar_one() == 3
+    df = await db.scalar(text("SELECT df FROM kb_term_stats WHERE lexeme = 'appl'"))
+    assert df == 3
+    await db.commit()
+
+    for doc_id in ids.values():
+        assert (
+            await client.delete(f"/kb/documents/{doc_id}", headers=admin.headers)
+        ).status_code == 204
+    await scope_to_tenant(db, admin.user.tenant_id)
+    assert await db.scalar(text("SELECT chunks FROM kb_corpus_stats")) == 0
+    assert await db.scalar(text("SELECT count(*) FROM kb_term_stats")) == 0
+    await db.commit()

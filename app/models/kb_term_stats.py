@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import BigInteger, Integer, Text
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base
+
+
+class KbTermStats(Base):
+    """Per tenant, how many knowledge-base chunks contain each lexeme (BM25's df).
+    Maintained by triggers on kb_chunks (migration 0010)."""
+
+    __tablename__ = "kb_term_stats"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    lexeme: Mapped[str] = mapped_column(Text, primary_key=True)
+    df: Mapped[int] = mapped_column(Integer)
+
+
+class KbCorpusStats(Base):
+    """Per tenant, the number of chunks and their summed lexeme counts (BM25's N and avgdl)."""
+
+    __tablename__ = "kb_corpus_stats"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    chunks: Mapped[int] = mapped_column(BigInteger)
+    total_length: Mapped[int] = mapped_column(BigInteger)
