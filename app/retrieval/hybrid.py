@@ -217,33 +217,58 @@ class HybridRetriever:
         if leg == "lexical" and source.kind == "kb":
             return await self._kb_bm25(session, tenant_id, query)
         chunk, parent = source.chunk, source.parent
+        limit = self.settings.candidates
         if leg == "dense":
+            # Nearest chunks first, from the chunk table alone (the shape the HNSW index
+            # serves, iterative scans included); documents and text joined to the few found.
             distance = chunk.embedding.cosine_distance(vector)
-            score, order = (1 - distance), distance
+            nearest_query = select(
+                chunk.id.label("id"),
+                source.parent_id.label("parent_id"),
+                distance.label("distance"),
+            ).where(chunk.tenant_id == tenant_id, chunk.embedding.is_not(None))
+            if source.kind == "attachment":
+                nearest_query = nearest_query.where(source.parent_id.in_(list(attachment_ids)))
+            nearest = (
+                nearest_query.order_by(distance).limit(limit * 2).cte("nearest")
+            ).prefix_with("MATERIALIZED")
+            statement = (
+                select(
+                    chunk.id,
+                    nearest.c.parent_id,
+                    source.title.label("title"),
+                    source.external_id.label("external_id"),
+                    chunk.text,
+                    (1 - nearest.c.distance).label("score"),
+                )
+                .select_from(nearest)
+                .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
+                .join(parent, (parent.tenant_id == tenant_id) & (parent.id == nearest.c.parent_id))
+                .where(source.ready)
+                .order_by(nearest.c.distance)
+                .limit(limit)
+            )
         else:
             tsquery = _or_query(query)
             score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
-            order = score.desc()
-        statement = (
-            select(
-                chunk.id,
-                source.parent_id.label("parent_id"),
-                source.title.label("title"),
-                source.external_id.label("external_id"),
-                chunk.text,
-                score.label("score"),
+            statement = (
+                select(
+                    chunk.id,
+                    source.parent_id.label("parent_id"),
+                    source.title.label("title"),
+                    source.external_id.label("external_id"),
+                    chunk.text,
+                    score.label("score"),
+                )
+                .join(
+                    parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id)
+                )
+                .where(chunk.tenant_id == tenant_id, source.ready, chunk.tsv.op("@@")(tsquery))
+                .order_by(score.desc())
+                .limit(limit)
             )
-            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
-            .where(chunk.tenant_id == tenant_id, source.ready)
-            .order_by(order)
-            .limit(self.settings.candidates)
-        )
-        if leg == "lexical":
-            statement = statement.where(chunk.tsv.op("@@")(tsquery))
-        else:
-            statement = statement.where(chunk.embedding.is_not(None))
-        if source.kind == "attachment":
-            statement = statement.where(source.parent_id.in_(list(attachment_ids)))
+            if source.kind == "attachment":
+                statement = statement.where(source.parent_id.in_(list(attachment_ids)))
         rows = (await session.execute(statement)).all()
         return [
             Hit(

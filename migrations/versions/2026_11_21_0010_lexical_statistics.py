@@ -71,7 +71,8 @@ def upgrade() -> None:
           WHERE s.tenant_id = r.tenant_id AND s.lexeme = r.lexeme;
           DELETE FROM kb_term_stats s USING (SELECT DISTINCT tenant_id FROM removed) t
           WHERE s.tenant_id = t.tenant_id AND s.df <= 0;
-          UPDATE kb_corpus_stats c SET chunks = c.chunks - r.n, total_length = c.total_length - r.len
+          UPDATE kb_corpus_stats c
+          SET chunks = c.chunks - r.n, total_length = c.total_length - r.len
           FROM (SELECT tenant_id, count(*) AS n, coalesce(sum(length(tsv)), 0) AS len
                 FROM removed GROUP BY 1) r
           WHERE c.tenant_id = r.tenant_id;
