@@ -46,10 +46,13 @@ def upgrade() -> None:
         """
         CREATE FUNCTION kb_stats_added() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+          -- Rows are locked in (tenant, lexeme) order, in both functions: concurrent
+          -- ingestions then queue on shared words instead of deadlocking.
           INSERT INTO kb_term_stats AS s (tenant_id, lexeme, df)
           SELECT n.tenant_id, l.lexeme, count(*)
           FROM added n, unnest(tsvector_to_array(n.tsv)) AS l(lexeme)
           GROUP BY 1, 2
+          ORDER BY 1, 2
           ON CONFLICT (tenant_id, lexeme) DO UPDATE SET df = s.df + EXCLUDED.df;
           INSERT INTO kb_corpus_stats AS c (tenant_id, chunks, total_length)
           SELECT tenant_id, count(*), coalesce(sum(length(tsv)), 0) FROM added GROUP BY 1
@@ -64,6 +67,12 @@ def upgrade() -> None:
         """
         CREATE FUNCTION kb_stats_removed() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+          PERFORM 1 FROM kb_term_stats s
+          WHERE (s.tenant_id, s.lexeme) IN (
+            SELECT o.tenant_id, l.lexeme
+            FROM removed o, unnest(tsvector_to_array(o.tsv)) AS l(lexeme))
+          ORDER BY s.tenant_id, s.lexeme
+          FOR UPDATE;
           UPDATE kb_term_stats s SET df = s.df - r.n
           FROM (SELECT o.tenant_id, l.lexeme, count(*) AS n
                 FROM removed o, unnest(tsvector_to_array(o.tsv)) AS l(lexeme)
