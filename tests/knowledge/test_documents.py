@@ -258,3 +258,28 @@ async def test_the_lexical_leg_weighs_rare_words_and_keeps_its_statistics(
     assert await db.scalar(text("SELECT chunks FROM kb_corpus_stats")) == 0
     assert await db.scalar(text("SELECT count(*) FROM kb_term_stats")) == 0
     await db.commit()
+
+
+async def test_concurrent_ingestions_keep_exact_term_statistics(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    admin = await _admin(client, db)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    for i in range(8):  # every document shares most words: the jobs contend for the same rows
+        body = " ".join(words[j % 6] for j in range(i, i + 5)) + f" unique{i}."
+        assert (await _upload(client, admin, f"d{i}.txt", body.encode())).status_code == 202
+    await app.state.resources.jobs.drain()
+    listed = await client.get("/kb/documents", params={"limit": 20}, headers=admin.headers)
+    assert {d["status"] for d in listed.json()["items"]} == {"ready"}
+    await scope_to_tenant(db, admin.user.tenant_id)
+    exact = await db.execute(
+        text(
+            "SELECT s.lexeme, s.df, (SELECT count(*) FROM kb_chunks c "
+            "WHERE c.tsv @@ to_tsquery('simple', quote_literal(s.lexeme))) AS actual "
+            "FROM kb_term_stats s"
+        )
+    )
+    rows = exact.all()
+    await db.commit()
+    assert rows
+    assert all(row.df == row.actual for row in rows), rows
