@@ -190,5 +190,7 @@ async def _write_chunks(
         }
         for chunk, vector in zip(chunks, vectors, strict=True)
     ]
-    for start in range(0, len(rows), 500):
-        await db.execute(chunk_model.__table__.insert(), rows[start : start + 500])
+    # One multi-row INSERT per 1,000 chunks (not executemany, which would fire the statement
+    # trigger that keeps the BM25 statistics once per row and lock their words piecemeal).
+    for start in range(0, len(rows), 1000):
+        await db.execute(chunk_model.__table__.insert().values(rows[start : start + 1000]))
