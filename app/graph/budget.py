@@ -55,7 +55,8 @@ def token_budget(settings: BudgetSettings, results: int) -> int:
 
 
 def _fingerprint(text: str) -> str:
-    return hashlib.sha1(re.sub(r"\W+", " ", text.lower()).strip().encode()).hexdigest()  # noqa: S324
+    normalised = re.sub(r"\W+", " ", text.lower()).strip().encode()
+    return hashlib.blake2b(normalised, digest_size=16).hexdigest()
 
 
 def _note(passage: PassageData, reason: str) -> dict[str, Any]:
