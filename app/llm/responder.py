@@ -121,14 +121,22 @@ NO_SOURCES = (
 
 
 def _terms(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
+    from app.graph.followups import content_words
+
+    return {w.lower() for w in content_words(text) if len(w) > 2}
 
 
 def _best_sentences(text: str, terms: set[str], limit: int) -> list[str]:
-    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-    scored = sorted(enumerate(sentences), key=lambda item: (-len(_terms(item[1]) & terms), item[0]))
-    chosen = sorted(scored[:limit])  # keep the passage's own order
-    return [sentence for _, sentence in chosen]
+    """The passage's sentences that share most terms with the question (none if none do),
+    without markup or bracketed numbers that would read as citations."""
+    sentences = [_MARKUP.sub("", s).strip() for s in _SENTENCE.split(text)]
+    scored = [
+        (len(_terms(sentence) & terms), index, sentence)
+        for index, sentence in enumerate(sentences)
+        if len(sentence.split()) >= 4
+    ]
+    relevant = sorted((item for item in scored if item[0] > 0), key=lambda i: (-i[0], i[1]))
+    return [sentence for _, _, sentence in sorted(relevant[:limit], key=lambda i: i[1])]
 
 
 class ExtractiveResponder:

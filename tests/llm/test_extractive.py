@@ -1,0 +1,33 @@
+"""The offline responder answers from relevant sentences only, cites them, and says so."""
+
+from __future__ import annotations
+
+from app.graph.state import SourceRef
+from app.llm.responder import EXTRACTIVE_NOTICE, NO_SOURCES, ExtractiveResponder
+
+
+def source(n: int, text: str) -> SourceRef:
+    return SourceRef(n=n, id=f"c{n}", kind="kb", source_id="d", title="t", score=1.0, text=text)
+
+
+def test_only_relevant_sentences_are_used_and_cited() -> None:
+    answer = ExtractiveResponder().compose(
+        [
+            source(1, "# Privacy\nYou can erase your account and all of its data at any time."),
+            source(2, "Every answer cites sources with numbers like [1]. Admins add users."),
+        ],
+        [],
+        "How do I erase my data?",
+    )
+    assert answer.startswith(EXTRACTIVE_NOTICE)
+    assert "erase your account" in answer
+    assert answer.rstrip().endswith("[1]")
+    assert "Admins add users" not in answer  # the second source shares no word with the question
+    assert "[2]" not in answer
+
+
+def test_with_nothing_relevant_it_says_so() -> None:
+    answer = ExtractiveResponder().compose(
+        [source(1, "The canteen opens at noon on weekdays.")], [], "How do I erase my data?"
+    )
+    assert answer == NO_SOURCES
