@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
+from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
 from app.graph.state import HistoryTurn
 from app.models import ChatSession, QueryHistory, SessionAttachment
@@ -22,7 +23,15 @@ def _as_history(row: QueryHistory) -> HistoryTurn:
 
 
 class TurnRepository(TenantRepository[QueryHistory]):
+    """A session's turns: the pipeline's history and the `/sessions/{id}/turns` listing."""
+
     model = QueryHistory
+
+    async def page(
+        self, session_id: uuid.UUID, *, limit: int, after: Cursor | None
+    ) -> list[QueryHistory]:
+        statement = self.scoped().where(QueryHistory.session_id == session_id)
+        return await self.keyset_page(statement, limit=limit, after=after)
 
     async def recent(self, session_id: uuid.UUID, limit: int) -> tuple[list[HistoryTurn], int]:
         """The last `limit` finished turns of the session, oldest first, and how many finished

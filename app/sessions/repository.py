@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
-from app.models import ChatSession, QueryHistory
+from app.models import ChatSession
 
 
 class SessionRepository(TenantRepository[ChatSession]):
@@ -46,13 +46,3 @@ async def delete_checkpoints(session: AsyncSession, session_id: uuid.UUID) -> in
         result = await session.execute(statement, {"thread": str(session_id)})
         removed += cast(CursorResult[Any], result).rowcount
     return removed
-
-
-class TurnRepository(TenantRepository[QueryHistory]):
-    model = QueryHistory
-
-    async def page(
-        self, session_id: uuid.UUID, *, limit: int, after: Cursor | None
-    ) -> list[QueryHistory]:
-        statement = self.scoped().where(QueryHistory.session_id == session_id)
-        return await self.keyset_page(statement, limit=limit, after=after)

@@ -7,10 +7,11 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
+from app.chat.repository import TurnRepository
 from app.core.errors import NotFound
 from app.core.pagination import Cursor, split_page
 from app.models import ChatSession, QueryHistory
-from app.sessions.repository import SessionRepository, TurnRepository, delete_checkpoints
+from app.sessions.repository import SessionRepository, delete_checkpoints
 
 DEFAULT_TITLE = "New conversation"
 
