@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,6 +15,15 @@ from app.models import ChatSession, QueryHistory, Tenant, User
 from app.tenants.repository import insert_tenant
 
 DEFAULT_PASSWORD = "correct horse battery"
+
+
+class Chatter(NamedTuple):
+    """A user of a new tenant, with one session, logged in."""
+
+    tenant: Tenant
+    user: User
+    chat: ChatSession
+    owner: LoggedIn
 
 
 @dataclass
@@ -99,3 +109,10 @@ async def login(
         headers={"Authorization": f"Bearer {body['access_token']}"},
         refresh_token=body["refresh_token"],
     )
+
+
+async def make_chatter(client: httpx.AsyncClient, db: AsyncSession) -> Chatter:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    return Chatter(tenant, user, chat, await login(client, user))

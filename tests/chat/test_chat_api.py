@@ -17,7 +17,7 @@ from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.models import QueryHistory
 from tests.chat_helpers import add_kb_document, ask, owner_connection, use_model
-from tests.factories import login, make_session, make_tenant, make_user
+from tests.factories import login, make_chatter, make_session, make_tenant, make_user
 from tests.fakes import ScriptedChatModel, text_of
 
 pytestmark = pytest.mark.committed
@@ -92,9 +92,7 @@ async def test_the_offline_responder_answers_from_the_knowledge_base_with_citati
 async def test_with_nothing_to_retrieve_the_composition_is_chat(
     client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    user = await make_user(db, await make_tenant(db))
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _, _user, chat, owner = await make_chatter(client, db)
     response = await ask(client, owner, chat, "What is our travel policy?")
     body = response.json()
     assert body["query_composition"] == "chat"
@@ -138,10 +136,7 @@ async def test_history_survives_a_restart_with_an_empty_cache(
 ) -> None:
     from app.main import create_app
 
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _tenant, _user, chat, owner = await make_chatter(client, db)
     first = await ask(client, owner, chat, "My project is called Bluebird.")
     assert first.status_code == 200
 
@@ -166,9 +161,7 @@ async def test_history_survives_a_restart_with_an_empty_cache(
 async def test_client_history_and_stored_history_merge_without_duplicates(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    user = await make_user(db, await make_tenant(db))
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _, _user, chat, owner = await make_chatter(client, db)
     model = ScriptedChatModel(reply=lambda _: "Noted.")
     use_model(app, model)
     await ask(client, owner, chat, "Remember the code word: kestrel.")
@@ -195,10 +188,7 @@ async def test_client_history_and_stored_history_merge_without_duplicates(
 async def test_the_checkpoint_is_written_under_the_session_id(
     client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    tenant, _user, chat, owner = await make_chatter(client, db)
     await ask(client, owner, chat, "hello there")
     threads: list[str] = []
     for _ in range(50):  # the checkpoint is written just after the answer is returned
@@ -235,9 +225,7 @@ async def test_a_foreign_or_unknown_session_is_404_on_both_endpoints(
 async def test_malformed_chat_bodies_are_json_errors(
     client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    user = await make_user(db, await make_tenant(db))
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _, _user, chat, owner = await make_chatter(client, db)
     sid = str(chat.id)
     cases = [
         ({"session_id": sid, "message": ""}, 422),
@@ -264,10 +252,7 @@ async def test_malformed_chat_bodies_are_json_errors(
 async def test_pii_is_anonymised_in_what_is_stored(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    tenant, _user, chat, owner = await make_chatter(client, db)
     use_model(app, ScriptedChatModel(reply=lambda _: "I will write to mario.rossi@example.com."))
     response = await ask(
         client, owner, chat, "My card is 4111 1111 1111 1111, mail mario.rossi@example.com"
@@ -296,10 +281,7 @@ async def test_citations_that_point_at_nothing_are_removed_and_counted(
 async def test_deleting_a_session_drops_its_history_cache_and_checkpoints(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
 ) -> None:
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    tenant, _user, chat, owner = await make_chatter(client, db)
     await ask(client, owner, chat, "hello")
     history = app.state.resources.history
     assert await history.redis.client.exists(history.key(tenant.id, chat.id))

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.db import scope_to_tenant
 from app.models import ChatSession, QueryHistory
 from tests.chat_helpers import add_kb_document, stream_chat, use_model
-from tests.factories import login, make_session, make_tenant, make_turn, make_user
+from tests.factories import login, make_chatter, make_session, make_tenant, make_turn, make_user
 from tests.fakes import ScriptedChatModel, text_of
 
 pytestmark = pytest.mark.committed
@@ -70,9 +70,7 @@ async def test_events_come_in_order_with_increasing_ids(
 async def test_heartbeats_keep_a_silent_stream_alive(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    user = await make_user(db, await make_tenant(db))
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _, _user, chat, owner = await make_chatter(client, db)
     resources = app.state.resources
     resources.settings = resources.settings.model_copy(update={"sse_heartbeat_seconds": 0.05})
     use_model(app, ScriptedChatModel(reply=lambda _: "slow answer", token_delay=0.3))
@@ -88,10 +86,7 @@ async def test_heartbeats_keep_a_silent_stream_alive(
 async def test_a_provider_failure_ends_with_an_error_event_and_a_failed_turn(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    tenant, _user, chat, owner = await make_chatter(client, db)
     use_model(app, ScriptedChatModel(reply=lambda _: LONG_ANSWER, fail_after_tokens=3))
 
     response, events, _ = await stream_chat(
@@ -109,9 +104,7 @@ async def test_a_provider_failure_ends_with_an_error_event_and_a_failed_turn(
 async def test_the_json_endpoint_reports_a_provider_failure_as_502(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    user = await make_user(db, await make_tenant(db))
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    _, _user, chat, owner = await make_chatter(client, db)
     use_model(app, ScriptedChatModel(reply=lambda _: LONG_ANSWER, fail_after_tokens=0))
     response = await client.post(
         "/chat", json={"session_id": str(chat.id), "message": "hi"}, headers=owner.headers
@@ -177,10 +170,7 @@ async def _stream_then_disconnect(
 async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomplete_turn(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant = await make_tenant(db)
-    user = await make_user(db, tenant)
-    chat = await make_session(db, user)
-    owner = await login(client, user)
+    tenant, _user, chat, owner = await make_chatter(client, db)
     model = ScriptedChatModel(reply=lambda _: LONG_ANSWER, token_delay=0.02)
     use_model(app, model)
 
