@@ -27,7 +27,7 @@ async def chat(
     body: ChatRequest, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
 ) -> ChatResponse:
     """One turn, answered as JSON once complete."""
-    turn = await prepare_turn(session, principal, body)
+    turn = await prepare_turn(session, principal, body, resources.settings)
     await session.commit()  # release the connection: the pipeline uses its own transactions
     done: dict[str, Any] | None = None
     sources: list[dict[str, Any]] = []
@@ -60,7 +60,7 @@ async def chat_stream(
 ) -> StreamingResponse:
     """One turn, streamed as Server-Sent Events. The session is checked before the stream
     starts (404 as JSON); failures after that arrive as an `error` event."""
-    turn = await prepare_turn(session, principal, body)
+    turn = await prepare_turn(session, principal, body, resources.settings)
     await session.commit()
     stream = event_stream(resources.runner.run(turn), resources.settings.sse_heartbeat_seconds)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)

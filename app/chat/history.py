@@ -101,6 +101,20 @@ class HistoryStore:
         `store` it after the commit: the cache then holds exactly what committed."""
         return await self._from_database(db, tenant_id, session_id, summary)
 
+    def extended(
+        self, snapshot: HistorySnapshot, turn: HistoryTurn, summary: tuple[str, int]
+    ) -> HistorySnapshot:
+        """`snapshot` with one more finished turn: valid when no other turn of the session
+        finished since `snapshot` was taken (the caller checks)."""
+        keep = self.limit + FOLD_SLACK if self.limit else 0
+        turns = [*snapshot["turns"], turn][-keep:] if keep else []
+        return HistorySnapshot(
+            turns=turns,
+            total=snapshot["total"] + 1,
+            summary=summary[0],
+            summarized_turns=summary[1],
+        )
+
     async def store(
         self, tenant_id: uuid.UUID, session_id: uuid.UUID, snapshot: HistorySnapshot
     ) -> None:

@@ -48,6 +48,8 @@ class PreparedTurn:
     turn_id: uuid.UUID
     messages: list[ChatMessage]
     attachment_ids: list[uuid.UUID]
+    session_attachment_ids: list[uuid.UUID]
+    """The attachments already active in the session when the turn was admitted."""
     started_at: float = field(default_factory=time.time)
 
 
@@ -99,6 +101,7 @@ class TurnRunner:
             turn_id=str(turn.turn_id),
             messages=turn.messages,
             attachment_ids=[str(a) for a in turn.attachment_ids],
+            session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
             started_at=turn.started_at,
         )
         # thread_id is the session id, always: one checkpoint thread per conversation.

@@ -1,5 +1,7 @@
-"""Prepares a turn for the runner: the session must be the caller's (checked before any
-checkpoint of the thread is read)."""
+"""Admits a turn for the runner: the session must be the caller's (checked before any
+checkpoint of the thread is read), and the turn is recorded `pending` in the request's own
+transaction, so a disconnect or a failure later leaves it marked incomplete or failed, never a
+silent gap."""
 
 from __future__ import annotations
 
@@ -8,20 +10,36 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
+from app.chat.repository import TurnRepository
 from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest
-from app.sessions import service as sessions
+from app.config import Settings
+from app.core.errors import NotFound
+from app.privacy.pii import anonymize
 
 
 async def prepare_turn(
-    session: AsyncSession, principal: Principal, body: ChatRequest
+    session: AsyncSession, principal: Principal, body: ChatRequest, settings: Settings
 ) -> PreparedTurn:
-    await sessions.get_owned(session, principal, body.session_id)  # 404 if not the caller's
+    messages = body.conversation()
+    query = messages[-1]["content"]
+    requested = list(dict.fromkeys(body.attachment_ids))
+    turn_id = uuid.uuid4()
+    active = await TurnRepository(session, principal.tenant_id).admit(
+        turn_id=turn_id,
+        session_id=body.session_id,
+        user_id=principal.user_id,
+        user_query=anonymize(query).text if settings.pii_anonymize else query,
+        attachment_ids=requested,
+    )
+    if active is None:  # unknown and foreign alike
+        raise NotFound("No such session.", code="session_not_found")
     return PreparedTurn(
         tenant_id=principal.tenant_id,
         user_id=principal.user_id,
         session_id=body.session_id,
-        turn_id=uuid.uuid4(),
-        messages=body.conversation(),
-        attachment_ids=list(dict.fromkeys(body.attachment_ids)),
+        turn_id=turn_id,
+        messages=messages,
+        attachment_ids=requested,
+        session_attachment_ids=active,
     )

@@ -60,6 +60,8 @@ class TurnState(TypedDict):
     turn_id: str
     request_messages: list[ChatMessage]
     request_attachment_ids: list[str]
+    session_attachment_ids: list[str]
+    """Attachments active in the session before this turn (read when it was admitted)."""
     started_at: float
     """Wall-clock time (epoch seconds) the request arrived: persist records the latency."""
     # --- process_messages -----------------------------------------------------------------
@@ -72,6 +74,11 @@ class TurnState(TypedDict):
     summarized_turns: int
     unsummarized: list[HistoryTurn]
     """Turns older than the loaded window that the summary does not cover yet."""
+    recent_turns: list[HistoryTurn]
+    """The session's newest finished turns as loaded (the history cache's view), so persist
+    can extend the cached snapshot without reading them again."""
+    finished_turns: int
+    """How many finished turns the session had when history was loaded."""
     # --- resolve_attachments --------------------------------------------------------------
     active_attachment_ids: list[str]
     # --- classify -------------------------------------------------------------------------
@@ -103,6 +110,7 @@ def initial_state(
     turn_id: str,
     messages: list[ChatMessage],
     attachment_ids: list[str],
+    session_attachment_ids: list[str],
     started_at: float,
 ) -> TurnState:
     return TurnState(
@@ -112,6 +120,7 @@ def initial_state(
         turn_id=turn_id,
         request_messages=messages,
         request_attachment_ids=attachment_ids,
+        session_attachment_ids=session_attachment_ids,
         started_at=started_at,
         query="",
         client_history=[],
@@ -120,6 +129,8 @@ def initial_state(
         summary="",
         summarized_turns=0,
         unsummarized=[],
+        recent_turns=[],
+        finished_turns=0,
         active_attachment_ids=[],
         query_composition="chat",
         composition_confidence=0.0,

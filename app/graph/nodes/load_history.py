@@ -80,4 +80,6 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
         "summary": snapshot["summary"],
         "summarized_turns": summarized,
         "unsummarized": unsummarized,
+        "recent_turns": snapshot["turns"],
+        "finished_turns": snapshot["total"],
     }

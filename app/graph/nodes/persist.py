@@ -1,5 +1,6 @@
-"""persist: one transaction completes the turn's row and the session's summary; then the
-history cache is refreshed."""
+"""persist: one statement completes the turn's row and touches the session (with its new
+summary); then the history cache is refreshed — extended by this turn when no other turn of
+the session finished meanwhile, else rebuilt from PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,21 +10,31 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from app.chat.repository import SessionStateRepository, TurnRepository
+from app.chat.history import HistorySnapshot
+from app.chat.repository import TurnRepository
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import HistoryTurn, TurnState
 from app.privacy.pii import anonymize
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
     tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
-    answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
+    query = state["request_messages"][-1]["content"]
+    answer = state["answer"]
+    if ctx.settings.pii_anonymize:  # as the admitted turn stored the query
+        query, answer = anonymize(query).text, anonymize(answer).text
     latency_ms = int((time.time() - state["started_at"]) * 1000)
     metadata = {**state["context_metadata"], "latency_ms": latency_ms}
+    new_summary = None
+    if state["new_summary"] is not None:
+        new_summary = (state["new_summary"], state["new_summarized_turns"])
+    summary = new_summary or (state["summary"], state["summarized_turns"])
     async with ctx.transaction(tenant) as db:
-        await TurnRepository(db, tenant).finish(
+        others = await TurnRepository(db, tenant).complete(
             uuid.UUID(state["turn_id"]),
+            session,
+            new_summary,
             status="complete",
             answer=answer,
             query_composition=state["query_composition"],
@@ -33,12 +44,19 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
             completion_tokens=state["usage"]["completion_tokens"],
             latency_ms=latency_ms,
         )
-        summary = (state["summary"], state["summarized_turns"])
-        changed = state["new_summary"] is not None
-        if state["new_summary"] is not None:
-            summary = (state["new_summary"], state["new_summarized_turns"])
-        await SessionStateRepository(db, tenant).touch(session, summary if changed else None)
-        snapshot = await ctx.history.snapshot(db, tenant, session, summary)
+        if others == state["finished_turns"]:  # nothing else finished since load_history
+            loaded = HistorySnapshot(
+                turns=state["recent_turns"],
+                total=others,
+                summary=summary[0],
+                summarized_turns=summary[1],
+            )
+            this_turn = HistoryTurn(
+                turn_id=state["turn_id"], user_query=query, answer=answer, status="complete"
+            )
+            snapshot = ctx.history.extended(loaded, this_turn, summary)
+        else:
+            snapshot = await ctx.history.snapshot(db, tenant, session, summary)
     await ctx.history.store(tenant, session, snapshot)  # after the commit
     # The turn is stored: the working fields are emptied so the thread's checkpoint keeps only
     # the small outcome (its record is query_history), which keeps checkpoints small and the
@@ -55,6 +73,7 @@ CLEARED_AFTER_PERSIST: dict[str, Any] = {
     "client_history": [],
     "history": [],
     "unsummarized": [],
+    "recent_turns": [],
     "passages": [],
     "prompt": [],
     "sources": [],

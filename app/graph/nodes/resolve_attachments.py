@@ -1,5 +1,7 @@
 """resolve_attachments: the request's attachments join the session (ownership checked), and
-every attachment active in the session is carried into the turn."""
+every attachment active in the session is carried into the turn. A turn without attachments
+(the common case) touches no table here: the session's set was read when the turn was
+admitted."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.repository import SessionStateRepository
 from app.core.errors import AppError, NotFound, UnprocessableEntity
@@ -24,33 +27,11 @@ async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -
     tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
     user = uuid.UUID(state["user_id"])
     requested = [uuid.UUID(a) for a in state["request_attachment_ids"]]
-    async with ctx.transaction(tenant) as db:
-        if requested:
-            owned = set(
-                (
-                    await db.execute(
-                        select(Attachment.id).where(
-                            Attachment.tenant_id == tenant,
-                            Attachment.user_id == user,
-                            Attachment.id.in_(requested),
-                        )
-                    )
-                ).scalars()
-            )
-            missing = [str(a) for a in requested if a not in owned]
-            if missing:
-                raise NotFound(f"No such attachment: {missing[0]}.", code="attachment_not_found")
-            await db.execute(
-                pg_insert(SessionAttachment)
-                .values(
-                    [
-                        {"tenant_id": tenant, "session_id": session, "attachment_id": a}
-                        for a in requested
-                    ]
-                )
-                .on_conflict_do_nothing()
-            )
-        active = await SessionStateRepository(db, tenant).active_attachment_ids(session)
+    active = [uuid.UUID(a) for a in state["session_attachment_ids"]]
+    if requested:
+        async with ctx.transaction(tenant) as db:
+            await _attach(db, tenant, user, session, requested)
+            active = await SessionStateRepository(db, tenant).active_attachment_ids(session)
     usable, unavailable = await _await_processing(ctx, tenant, active, set(requested))
     return {
         "active_attachment_ids": [str(a) for a in usable],
@@ -59,6 +40,32 @@ async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -
             "attachments_unavailable": unavailable,
         },
     }
+
+
+async def _attach(
+    db: AsyncSession,
+    tenant: uuid.UUID,
+    user: uuid.UUID,
+    session: uuid.UUID,
+    requested: list[uuid.UUID],
+) -> None:
+    """Link the requested attachments to the session: each must be the user's (else 404)."""
+    owned = set(
+        (
+            await db.execute(
+                select(Attachment.id).where(
+                    Attachment.tenant_id == tenant,
+                    Attachment.user_id == user,
+                    Attachment.id.in_(requested),
+                )
+            )
+        ).scalars()
+    )
+    missing = [str(a) for a in requested if a not in owned]
+    if missing:
+        raise NotFound(f"No such attachment: {missing[0]}.", code="attachment_not_found")
+    links = [{"tenant_id": tenant, "session_id": session, "attachment_id": a} for a in requested]
+    await db.execute(pg_insert(SessionAttachment).values(links).on_conflict_do_nothing())
 
 
 POLL_SECONDS = 0.25

@@ -1,9 +1,12 @@
-"""validate: the principal and session are present, the message within limits; the user's
-turn is recorded (PII-anonymised) before anything is generated."""
+"""validate: the principal and session are present and the messages within limits.
+
+The turn's row was already recorded `pending` when the API admitted it (app/chat/service.py),
+in the same statement that checked the session is the caller's; this node guards the graph
+itself against a state no request could have produced.
+"""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -11,8 +14,6 @@ from langgraph.runtime import Runtime
 from app.core.errors import UnprocessableEntity
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
-from app.models import QueryHistory
-from app.privacy.pii import anonymize
 
 
 async def validate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -24,21 +25,4 @@ async def validate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         raise UnprocessableEntity("The conversation is empty or too long.", code="invalid_turn")
     if any(len(m["content"]) > ctx.settings.max_message_chars for m in messages):
         raise UnprocessableEntity("A message is too long.", code="message_too_long")
-
-    query = messages[-1]["content"]
-    stored = anonymize(query).text if ctx.settings.pii_anonymize else query
-    # Recorded before streaming starts: a disconnect or a failure later leaves this turn
-    # marked incomplete or failed, never a silent gap.
-    async with ctx.transaction(state["tenant_id"]) as db:
-        db.add(
-            QueryHistory(
-                tenant_id=uuid.UUID(state["tenant_id"]),
-                id=uuid.UUID(state["turn_id"]),
-                session_id=uuid.UUID(state["session_id"]),
-                user_id=uuid.UUID(state["user_id"]),
-                user_query=stored,
-                status="pending",
-                attachment_ids=[uuid.UUID(a) for a in state["request_attachment_ids"]],
-            )
-        )
     return {"status": "pending"}
