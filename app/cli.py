@@ -242,6 +242,11 @@ def _files(paths: list[Path]) -> list[tuple[Path, str]]:
     return found
 
 
+# Documents ingested at once: their chunks share the embedder's batches, and one document's
+# database writes overlap the next one's embedding.
+INGEST_CONCURRENCY = 4
+
+
 async def _ingest_files(
     settings: Settings, tenant_name: str, files: list[tuple[Path, str]]
 ) -> dict[str, int]:
@@ -260,7 +265,7 @@ async def _ingest_files(
     if settings.embedded_database:
         await _migrate(settings)
     urls = await asyncio.to_thread(resolve_database_urls, settings)
-    engine = create_engine(urls.app, pool_size=2, max_overflow=0)
+    engine = create_engine(urls.app, pool_size=INGEST_CONCURRENCY, max_overflow=0)
     sessions = create_sessionmaker(engine)
     deps = IngestionDeps(
         sessionmaker=sessions,
@@ -276,26 +281,32 @@ async def _ingest_files(
             tenant = await require_tenant(db, tenant_name)
         with Progress(transient=False) as progress:
             bar = progress.add_task("ingesting", total=len(files))
-            for path, external_id in files:
-                progress.update(bar, description=path.name[:40])
-                try:
-                    upload = from_bytes(path.read_bytes(), path.name)
-                except AppError as exc:
-                    counts["refused"] += 1
-                    progress.console.print(f"[yellow]skipped {path}: {exc.message}")
+            limiter = asyncio.Semaphore(INGEST_CONCURRENCY)
+
+            async def one(path: Path, external_id: str) -> None:
+                async with limiter:
+                    progress.update(bar, description=path.name[:40])
+                    try:
+                        raw = await asyncio.to_thread(path.read_bytes)
+                        upload = from_bytes(raw, path.name)
+                    except AppError as exc:
+                        counts["refused"] += 1
+                        progress.console.print(f"[yellow]skipped {path}: {exc.message}")
+                        progress.advance(bar)
+                        return
+                    async with sessions() as db, db.begin():
+                        await scope_to_tenant(db, tenant.id)
+                        document, duplicate = await add_document(
+                            db, tenant.id, upload, title=path.stem, external_id=external_id,
+                            metadata={}, created_by=None, enqueue=False,
+                        )  # fmt: skip
+                    if duplicate:
+                        counts["duplicate"] += 1
+                    else:
+                        counts[await ingest(deps, "kb", tenant.id, document.id)] += 1
                     progress.advance(bar)
-                    continue
-                async with sessions() as db, db.begin():
-                    await scope_to_tenant(db, tenant.id)
-                    document, duplicate = await add_document(
-                        db, tenant.id, upload, title=path.stem, external_id=external_id,
-                        metadata={}, created_by=None, enqueue=False,
-                    )  # fmt: skip
-                if duplicate:
-                    counts["duplicate"] += 1
-                else:
-                    counts[await ingest(deps, "kb", tenant.id, document.id)] += 1
-                progress.advance(bar)
+
+            await asyncio.gather(*(one(path, external_id) for path, external_id in files))
     finally:
         await engine.dispose()
     return counts

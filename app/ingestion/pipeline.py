@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import delete, select, update
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
+from app.embeddings.batching import CoalescingEmbedder
 from app.ingestion.chunking import chunk_text
 from app.ingestion.extract import PDF, ExtractionError, extract_text
 from app.ingestion.safety import neutralise_instructions
@@ -40,6 +41,11 @@ class IngestionDeps:
     pii_anonymize: bool
     chunk_tokens: int = 400
     chunk_overlap: int = 60
+    batches: CoalescingEmbedder = field(init=False)
+    """Chunks of documents ingested concurrently share the embedder's batches."""
+
+    def __post_init__(self) -> None:
+        self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)
 
 
 class _Failed(Exception):
@@ -137,7 +143,7 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     vectors: list[list[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
-        vectors += await deps.embedder.embed([c.text for c in batch])
+        vectors += await deps.batches.embed([c.text for c in batch])
         done = start + len(batch)
         if batched and done < len(chunks):
             progress = round(0.15 + 0.8 * done / len(chunks), 3)
