@@ -36,6 +36,10 @@ class InstantModel(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], *_: Any, **__: Any) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=AIMessage(ANSWER))])
 
+    async def _agenerate(self, messages: list[BaseMessage], *_: Any, **__: Any) -> ChatResult:
+        # A native async call, as real providers have (the default would hop to a thread).
+        return self._generate(messages)
+
     def _stream(
         self, messages: list[BaseMessage], *_: Any, **__: Any
     ) -> Iterator[ChatGenerationChunk]:

@@ -6,8 +6,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import exists, func, insert, literal, select, update
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy import Integer, Text, bindparam, column, func, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
@@ -15,6 +15,69 @@ from app.graph.state import HistoryTurn
 from app.models import ChatSession, QueryHistory, SessionAttachment
 
 HISTORY_STATUSES = ("complete", "incomplete")
+
+# The two statements of every turn are written once, as SQL: building them per turn with the
+# expression language cost more CPU than running them.
+_ADMIT = (
+    text(
+        """
+    WITH owned AS (
+      SELECT id FROM chat_sessions
+      WHERE tenant_id = :tenant AND id = :session AND user_id = :user
+    ), admitted AS (
+      INSERT INTO query_history
+        (tenant_id, id, session_id, user_id, user_query, status, attachment_ids)
+      SELECT :tenant, :turn, owned.id, :user, :query, 'pending', :attachments FROM owned
+      RETURNING id
+    )
+    SELECT (SELECT count(*) FROM admitted) AS admitted,
+           ARRAY(SELECT attachment_id FROM session_attachments
+                 WHERE tenant_id = :tenant AND session_id = :session
+                   AND EXISTS (SELECT 1 FROM owned)
+                 ORDER BY created_at) AS active
+    """
+    )
+    .bindparams(
+        bindparam("tenant", type_=UUID(as_uuid=True)),
+        bindparam("turn", type_=UUID(as_uuid=True)),
+        bindparam("session", type_=UUID(as_uuid=True)),
+        bindparam("user", type_=UUID(as_uuid=True)),
+        bindparam("attachments", type_=ARRAY(UUID(as_uuid=True))),
+    )
+    .columns(column("admitted", Integer), column("active", ARRAY(UUID(as_uuid=True))))
+)
+
+# The count runs on the statement's snapshot: it does not see this turn as finished yet.
+_COMPLETE = text(
+    """
+    WITH finished_turn AS (
+      UPDATE query_history
+      SET status = 'complete', answer = :answer, query_composition = :composition,
+          context_metadata = :metadata, model = :model, prompt_tokens = :prompt_tokens,
+          completion_tokens = :completion_tokens, latency_ms = :latency_ms,
+          completed_at = clock_timestamp()
+      WHERE tenant_id = :tenant AND id = :turn
+      RETURNING id
+    ), touched_session AS (
+      UPDATE chat_sessions
+      SET updated_at = clock_timestamp(),
+          summary = coalesce(:summary, summary),
+          summarized_turns = coalesce(:summarized_turns, summarized_turns)
+      WHERE tenant_id = :tenant AND id = :session
+      RETURNING id
+    )
+    SELECT count(*) FROM query_history
+    WHERE tenant_id = :tenant AND session_id = :session
+      AND status IN ('complete', 'incomplete')
+    """
+).bindparams(
+    bindparam("tenant", type_=UUID(as_uuid=True)),
+    bindparam("turn", type_=UUID(as_uuid=True)),
+    bindparam("session", type_=UUID(as_uuid=True)),
+    bindparam("metadata", type_=JSONB),
+    bindparam("summary", type_=Text),
+    bindparam("summarized_turns", type_=Integer),
+)
 
 
 def _as_history(row: QueryHistory) -> HistoryTurn:
@@ -96,89 +159,56 @@ class TurnRepository(TenantRepository[QueryHistory]):
 
         One round trip for the ownership check, the turn's row and the attachment set keeps
         a turn's fixed cost near the irreducible work (see bench/chat_overhead.py)."""
-        owned = (
-            select(ChatSession.id)
-            .where(
-                ChatSession.tenant_id == self.tenant_id,
-                ChatSession.id == session_id,
-                ChatSession.user_id == user_id,
-            )
-            .cte("owned")
-        )
-        values = select(
-            literal(self.tenant_id, UUID(as_uuid=True)),
-            literal(turn_id, UUID(as_uuid=True)),
-            owned.c.id,
-            literal(user_id, UUID(as_uuid=True)),
-            literal(user_query),
-            literal("pending"),
-            literal(attachment_ids, ARRAY(UUID(as_uuid=True))),
-        )
-        columns = ("tenant_id", "id", "session_id", "user_id", "user_query", "status")
-        admitted = (
-            insert(QueryHistory)
-            .from_select([*columns, "attachment_ids"], values)
-            .returning(QueryHistory.id)
-            .cte("admitted")
-        )
-        active = (
-            select(SessionAttachment.attachment_id)
-            .where(
-                SessionAttachment.tenant_id == self.tenant_id,
-                SessionAttachment.session_id == session_id,
-                exists(owned.select()),
-            )
-            .order_by(SessionAttachment.created_at)
-        )
         row = (
             await self.session.execute(
-                select(
-                    select(func.count()).select_from(admitted).scalar_subquery(),
-                    func.array(active.scalar_subquery()),
-                )
+                _ADMIT,
+                {
+                    "tenant": self.tenant_id,
+                    "turn": turn_id,
+                    "session": session_id,
+                    "user": user_id,
+                    "query": user_query,
+                    "attachments": attachment_ids,
+                },
             )
         ).one()
-        return list(row[1]) if row[0] else None
+        return list(row.active) if row.admitted else None
 
     async def complete(
         self,
         turn_id: uuid.UUID,
         session_id: uuid.UUID,
         summary: tuple[str, int] | None,
-        **values: Any,
+        *,
+        answer: str,
+        query_composition: str,
+        context_metadata: dict[str, Any],
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: int,
     ) -> int:
         """Record a turn's outcome and touch its session (storing a new running summary if
         there is one) in one statement; returns how many *other* finished turns the session
         has, which tells the caller whether its view of the history is still current."""
-        finished_turn = (
-            update(QueryHistory)
-            .where(QueryHistory.tenant_id == self.tenant_id, QueryHistory.id == turn_id)
-            .values(completed_at=func.clock_timestamp(), **values)
-            .returning(QueryHistory.id)
-            .cte("finished_turn")
+        result = await self.session.execute(
+            _COMPLETE,
+            {
+                "tenant": self.tenant_id,
+                "turn": turn_id,
+                "session": session_id,
+                "answer": answer,
+                "composition": query_composition,
+                "metadata": context_metadata,
+                "model": model,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "latency_ms": latency_ms,
+                "summary": summary[0] if summary else None,
+                "summarized_turns": summary[1] if summary else None,
+            },
         )
-        session_values: dict[str, Any] = {"updated_at": func.clock_timestamp()}
-        if summary is not None:
-            session_values.update(summary=summary[0], summarized_turns=summary[1])
-        touched_session = (
-            update(ChatSession)
-            .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
-            .values(**session_values)
-            .returning(ChatSession.id)
-            .cte("touched_session")
-        )
-        # The count runs on the statement's snapshot: it does not see this turn as finished.
-        others = (
-            select(func.count())
-            .select_from(QueryHistory)
-            .where(
-                QueryHistory.tenant_id == self.tenant_id,
-                QueryHistory.session_id == session_id,
-                QueryHistory.status.in_(HISTORY_STATUSES),
-            )
-            .add_cte(finished_turn, touched_session)
-        )
-        return int((await self.session.execute(others)).scalar_one())
+        return int(result.scalar_one())
 
     async def finish_unfinished(self, turn_id: uuid.UUID, **values: Any) -> None:
         """Like `finish`, but only for a turn still pending (never overwrite a result)."""

@@ -13,10 +13,17 @@ from app.core.jobs import RUNNER
 from app.core.redis import RedisHandle
 from app.core.resources import Resources
 
+# Dependencies are `async def` even when they do not await: FastAPI runs a plain `def`
+# dependency in its thread pool, a thread hop per request for a dictionary lookup.
 
-def get_resources(request: Request) -> Resources:
+
+def resources_of(request: Request) -> Resources:
     resources: Resources = request.app.state.resources
     return resources
+
+
+async def get_resources(request: Request) -> Resources:
+    return resources_of(request)
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
@@ -25,7 +32,7 @@ async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
     Function scope: the commit happens before the response is sent, so a failed commit is
     the client's error response, never a 2xx for data that was not stored.
     """
-    resources = get_resources(request)
+    resources = resources_of(request)
     async with resources.sessionmaker() as session:
         session.info[RUNNER] = resources.jobs  # jobs enqueued in this request run after commit
         try:
@@ -41,11 +48,11 @@ ResourcesDep = Annotated[Resources, Depends(get_resources)]
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
 
-def get_settings_dep(resources: ResourcesDep) -> Settings:
+async def get_settings_dep(resources: ResourcesDep) -> Settings:
     return resources.settings
 
 
-def get_redis(resources: ResourcesDep) -> RedisHandle:
+async def get_redis(resources: ResourcesDep) -> RedisHandle:
     return resources.redis
 
 

@@ -18,9 +18,21 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING)
 
 
+# Every turn re-counts the same recent history (and passages): remember short texts' counts.
+# Bounded both ways (entries and text length), so the cache holds at most a few megabytes.
+_CACHED_TEXT_CHARS = 4_000
+
+
+@lru_cache(maxsize=4_096)
+def _count_cached(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
 def count_tokens(text: str) -> int:
     if not text:
         return 0
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _count_cached(text)
     return len(_encoding().encode(text, disallowed_special=()))
 
 
