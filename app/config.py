@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     retrieval_dense_weight: float = Field(default=1.0, ge=0)
     retrieval_lexical_weight: float = Field(default=1.0, ge=0)
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
+    retrieval_exact_scan_max_chunks: int = Field(default=10_000, ge=0)
+    """A knowledge base of at most this many chunks is searched exactly, not through HNSW."""
     chunk_tokens: int = Field(default=400, ge=50, le=2000)
     chunk_overlap_tokens: int = Field(default=60, ge=0)
     attachment_wait_seconds: float = Field(default=60.0, ge=0)

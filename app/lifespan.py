@@ -72,6 +72,7 @@ async def build_resources(settings: Settings) -> Resources:
             dense_weight=settings.retrieval_dense_weight,
             lexical_weight=settings.retrieval_lexical_weight,
             ef_search=settings.hnsw_ef_search,
+            exact_scan_max_chunks=settings.retrieval_exact_scan_max_chunks,
         ),
     )
     context = TurnContext(

@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.embeddings.base import Embedder
-from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
+from app.models import Attachment, AttachmentChunk, KbChunk, KbCorpusStats, KbDocument
 from app.retrieval.base import Passage
 
 Leg = Literal["dense", "lexical"]
@@ -73,6 +73,9 @@ class FusionSettings:
     dense_weight: float = 1.0
     lexical_weight: float = 1.0
     ef_search: int = 100
+    exact_scan_max_chunks: int = 10_000
+    """A knowledge base this small is searched exactly (its rows through the tenant's btree,
+    sorted by distance) instead of through the shared HNSW index."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,14 @@ class HybridRetriever:
             for pid in order
         ]
 
+    async def _small_knowledge_base(self, session: AsyncSession, tenant_id: uuid.UUID) -> bool:
+        chunks = (
+            await session.execute(
+                select(KbCorpusStats.chunks).where(KbCorpusStats.tenant_id == tenant_id)
+            )
+        ).scalar_one_or_none()
+        return (chunks or 0) <= self.settings.exact_scan_max_chunks
+
     async def _kb_bm25(self, session: AsyncSession, tenant_id: uuid.UUID, query: str) -> list[Hit]:
         """The knowledge base's lexical leg, scored by BM25 from the per-tenant term
         statistics (migration 0010) rather than ts_rank, which has no notion of rarity."""
@@ -222,6 +233,12 @@ class HybridRetriever:
             # Nearest chunks first, from the chunk table alone (the shape the HNSW index
             # serves, iterative scans included); documents and text joined to the few found.
             distance = chunk.embedding.cosine_distance(vector)
+            if source.kind == "attachment" or await self._small_knowledge_base(session, tenant_id):
+                # A session's attachments, or a small knowledge base, are a sliver of the
+                # shared index: an iterative scan would walk past thousands of other tenants'
+                # rows to collect them, an exact scan reads only theirs. `+ 0` hides the
+                # distance from the HNSW index, so the planner takes the btree and sorts.
+                distance = distance + 0
             nearest_query = select(
                 chunk.id.label("id"),
                 source.parent_id.label("parent_id"),

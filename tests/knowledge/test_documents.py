@@ -3,6 +3,8 @@ search isolation between tenants, and deletion cascades."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -11,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
 from app.models import KbChunk
+from app.retrieval.hybrid import HybridRetriever
 from tests.factories import LoggedIn, login, make_tenant, make_user
 from tests.knowledge.files import CORRUPT_PDF, make_pdf
 
@@ -142,20 +145,28 @@ async def test_a_tenant_never_retrieves_another_tenants_chunks(
     secret = b"The merger with Globex closes on 3 March; codename Blue Heron."
     accepted = await _upload(client, owner, "secret.txt", secret)
     await _document(app, client, owner, accepted.json()["id"])
-    retriever = app.state.resources.retriever
+    exact = app.state.resources.retriever  # a knowledge base this small is searched exactly
+    through_index = HybridRetriever(
+        exact.embedder, replace(exact.settings, exact_scan_max_chunks=0)
+    )
     query = "Globex merger codename Blue Heron"
-    for legs in (("dense",), ("lexical",), ("dense", "lexical")):
-        # RLS scoped to the other tenant, with the HNSW index forced (no sequential scan).
-        await scope_to_tenant(db, other.user.tenant_id)
-        await db.execute(text("SET LOCAL enable_seqscan = off"))
-        hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
-        await db.commit()
-        assert hits == [], legs
-        # And the application's own filter, with RLS letting the owner's rows through.
+    for retriever in (exact, through_index):
         await scope_to_tenant(db, owner.user.tenant_id)
-        hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
+        found = await retriever.search_hits(db, owner.user.tenant_id, query, k=10)
         await db.commit()
-        assert hits == [], legs
+        assert len(found) == 1  # both paths find the owner's chunk for the owner
+        for legs in (("dense",), ("lexical",), ("dense", "lexical")):
+            # RLS scoped to the other tenant, with the indexes forced (no sequential scan).
+            await scope_to_tenant(db, other.user.tenant_id)
+            await db.execute(text("SET LOCAL enable_seqscan = off"))
+            hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
+            await db.commit()
+            assert hits == [], legs
+            # And the application's own filter, with RLS letting the owner's rows through.
+            await scope_to_tenant(db, owner.user.tenant_id)
+            hits = await retriever.search_hits(db, other.user.tenant_id, query, k=10, legs=legs)
+            await db.commit()
+            assert hits == [], legs
     mine = await client.post(
         "/kb/search", json={"query": "Globex merger", "k": 5}, headers=owner.headers
     )
