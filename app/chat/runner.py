@@ -67,7 +67,7 @@ class _Progress:
     meta_sent: bool = False
 
 
-META_AFTER = frozenset({"retrieve", "build_context", "answer_early"})
+META_AFTER = frozenset({"retrieve", "build_context"})
 
 
 def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -160,16 +160,17 @@ class TurnRunner:
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
         state = progress.state
-        # meta goes out once the composition is known: after retrieval, or where a turn
-        # without it (an early answer, the tool-calling path) has its context.
-        if node in META_AFTER and not progress.meta_sent:
+        # meta goes out once, before any token: after retrieval; on the tool-calling path
+        # after build_context; for an early answer as soon as triage decided on it.
+        early = node == "triage" and state["triage"]["skip_llm"]
+        if (node in META_AFTER or early) and not progress.meta_sent:
             progress.meta_sent = True
             return TurnEvent(
                 "meta",
                 {
                     "session_id": str(turn.session_id),
                     "turn_id": str(turn.turn_id),
-                    "query_composition": state["query_composition"],
+                    "query_composition": state.get("query_composition", "chat"),
                 },
             )
         if node in ("validate_output", "answer_early"):

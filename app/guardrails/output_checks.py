@@ -1,10 +1,11 @@
 """The output guardrail: a leaked system prompt, personal data, and links no source contains.
 
 Leaked instructions are found as any run of `LEAK_NGRAM` consecutive words of the system
-prompt; the sentences carrying them are removed. Personal data the sources do not contain
-(a source may legitimately give a support address, the user may give their own) is replaced by
-its typed placeholder, and URLs that appear in no source by a marker. When removing a leak
-leaves too little, the whole answer is replaced by a safe fallback. The caller keeps the original for the audit.
+prompt, or a sentence (three words or more) quoted from it whole; those sentences are
+removed. Personal data the sources do not contain (a source may legitimately give a support
+address, the user may give their own) is replaced by its typed placeholder, and URLs that
+appear in no source by a marker. When removing a leak leaves too little, the whole answer is
+replaced by a safe fallback. The caller keeps the original for the audit.
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
     """`known`: the texts the answer may quote personal data and links from (the sources,
     and the user's own message: echoing their own address back is not a leak)."""
     verdict = OutputVerdict(answer)
-    secret = set().union(*(_ngrams(_WORD.findall(p.lower()), LEAK_NGRAM) for p in system_prompts))
+    prompt_words = [_WORD.findall(p.lower()) for p in system_prompts]
+    secret = set().union(*(_ngrams(words, LEAK_NGRAM) for words in prompt_words))
+    spoken = [" " + " ".join(words) + " " for words in prompt_words]
     pieces = re.split(r"((?<=[.!?])\s+|\n+)", answer)  # keep separators: layout survives
     kept: list[str] = []
     leaked = 0
     for piece in pieces:
-        if secret and _ngrams(_WORD.findall(piece.lower()), LEAK_NGRAM) & secret:
+        words = _WORD.findall(piece.lower())
+        quoted = len(words) >= 3 and any(f" {' '.join(words)} " in p for p in spoken)
+        if quoted or _ngrams(words, LEAK_NGRAM) & secret:
             leaked += 1
             continue
         kept.append(piece)
