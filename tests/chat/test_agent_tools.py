@@ -133,3 +133,28 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
     assert "Theirs is paid." not in results and "No earlier answer has that id." in results
     assert body["context_metadata"]["tools"]["rounds"] == 1
     assert tenant.id != their_chat.tenant_id
+
+
+async def test_a_follow_up_is_not_rewritten_separately_when_the_model_writes_the_query(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await add_kb_document(db, tenant, "Returns policy", OURS)
+    await make_turn(db, chat, user_query="Can I return damaged goods?", answer="Yes [1].")
+
+    def plan(messages: list[BaseMessage]) -> list[ToolCall] | None:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return None
+        return [("search_knowledge_base", {"query": "return window for damaged goods"})]
+
+    model = ToolCallingChatModel(reply=lambda _: "Within 30 days [1].", plan=plan)
+    use_model(app, model)
+
+    body = (await ask(client, owner, chat, "And how long do I have for that?")).json()
+
+    assert body["context_metadata"]["is_follow_up"] is True
+    assert body["context_metadata"]["classification"]["rewrite"] == "by the model's tool calls"
+    assert model.tools_offered == [True, True]  # no separate rewrite call
+    assert len(model.calls) == 2
+    assert "Can I return damaged goods?" in text_of(model.calls[0])  # history in the prompt
+    assert body["sources"][0]["title"] == "Returns policy"
