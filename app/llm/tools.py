@@ -27,6 +27,8 @@ from app.llm.tokens import truncate_to_tokens
 from app.models import QueryHistory
 
 PAST_TURNS_LIMIT = 5
+# A turn the input guardrail blocked is never shown to the model again.
+NOT_BLOCKED = QueryHistory.context_metadata["triage"]["route"].astext.is_distinct_from("blocked")
 PAST_ANSWER_TOKENS = 800
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
@@ -186,6 +188,7 @@ async def _past_answer(
                 QueryHistory.user_id == uuid.UUID(state["user_id"]),
                 QueryHistory.id == wanted,
                 QueryHistory.status == "complete",
+                NOT_BLOCKED,
             )
         )
     ).one_or_none()
@@ -219,6 +222,7 @@ async def _past_turns(
                 QueryHistory.user_id == uuid.UUID(state["user_id"]),
                 QueryHistory.session_id == uuid.UUID(state["session_id"]),
                 QueryHistory.status == "complete",
+                NOT_BLOCKED,
                 or_(*matches),
             )
             .order_by(QueryHistory.created_at.desc())

@@ -60,11 +60,14 @@ async def test_an_injection_attempt_is_blocked_without_a_model_call_and_stored_b
     assert row.context_metadata["triage"]["route"] == "blocked"
     assert row.context_metadata["validation"] == body["validation"]
 
-    # The blocked turn is part of the conversation: the next turn sees it in its history.
+    # The blocked turn is stored in the session, but the model never meets it as history.
+    turns = (await client.get(f"/sessions/{chat.id}/turns", headers=owner.headers)).json()
+    assert [t["status"] for t in turns["items"]] == ["complete"]
     follow = await ask(client, owner, chat, "How many holidays do I get?")
     assert follow.json()["triage"]["route"] == "llm"
     assert len(model.calls) == 1
-    assert INJECTION in str(model.calls[0])
+    assert "How many holidays" in str(model.calls[0])
+    assert "previous instructions" not in str(model.calls[0])
 
 
 async def test_a_tenant_may_only_flag_injections_and_the_model_then_answers(

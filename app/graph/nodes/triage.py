@@ -21,7 +21,8 @@ from app.faqs.service import closest_faq
 from app.graph.context import TurnContext
 from app.graph.followups import is_follow_up
 from app.graph.nodes.guard_input import tenant_policy
-from app.graph.state import TurnState
+from app.graph.state import HistoryTurn, TurnState
+from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.policy import TenantPolicy
 from app.guardrails.triage_rules import (
     SMALLTALK_ANSWERS,
@@ -91,7 +92,20 @@ async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, A
             route = "tools" if uses_tools(ctx) else "llm"
             log.append(_intent(state, policy, decided, route))
     decided["log"] = log
-    return {"triage": decided}
+    return {
+        "triage": decided,
+        "history": without_blocked(state["history"]),
+        "unsummarized": without_blocked(state["unsummarized"]),
+    }
+
+
+BLOCKED_REPLIES = frozenset(BLOCKED_ANSWERS.values())
+
+
+def without_blocked(turns: list[HistoryTurn]) -> list[HistoryTurn]:
+    """The turns minus those the input guardrail blocked (recognised by the fixed reply they
+    got): the model must not meet a blocked injection again as history, or in a summary."""
+    return [t for t in turns if t["answer"] not in BLOCKED_REPLIES]
 
 
 def uses_tools(ctx: TurnContext) -> bool:
