@@ -82,6 +82,9 @@ async def test_a_tenant_may_only_flag_injections_and_the_model_then_answers(
     assert put.status_code == 200, put.text
     assert put.json()["effective"]["injection"] == "flag"
     assert put.json()["effective"]["abuse"] == "block"  # the platform default stays
+    read = (await client.get("/admin/guardrails", headers=admin.headers)).json()
+    assert read["overrides"] == {"injection": "flag"}
+    assert read["effective"]["injection"] == "flag"
 
     body = (await ask(client, owner, chat, INJECTION)).json()
     assert body["answer"] == "I answer anyway."
