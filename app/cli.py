@@ -1,4 +1,4 @@
-"""The `threadline` command: serve, migrate, and manage tenants, users and API keys.
+"""The `threadline` command: serve, migrate, manage tenants, users and API keys, and chat.
 
 With no `DATABASE_URL`, every command attaches to the embedded PostgreSQL under
 `THREADLINE_DATA_DIR` and brings its schema to head first, so separate commands see the same,
@@ -367,6 +367,22 @@ def demo(
         f"  e-mail: {DEMO_EMAIL}   password: {DEMO_PASSWORD}   role: admin\n"
         "Then create a session and ask, e.g., 'How do I erase my data?'\n"
     )
+
+
+@cli.command("chat")
+def chat_command(
+    url: Annotated[str, typer.Option(help="The running server.")] = "http://127.0.0.1:8000",
+    email: Annotated[str | None, typer.Option(help="Log in as (asked when omitted).")] = None,
+    session: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start a new session.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show triage, tool calls and validation.")
+    ] = False,
+) -> None:
+    """Chat with a running server in the terminal (the password is asked, never echoed)."""
+    from app.cli_chat import run_chat
+
+    raise typer.Exit(run_chat(url, email, None, session, new, verbose))
 
 
 def main() -> None:

@@ -101,6 +101,25 @@ class Settings(BaseSettings):
     pii_anonymize: bool = True
     """Anonymise PII in stored queries, answers and attachment text."""
     sse_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    # --- Guardrails, triage, tools and output validation (defaults; tenants may override) ---
+    guard_injection: Literal["block", "flag", "off"] = "block"
+    """Prompt-injection and jailbreak patterns in the user's message."""
+    guard_abuse: Literal["block", "flag", "off"] = "block"
+    """Abusive or threatening messages."""
+    guard_pii: Literal["block", "flag", "off"] = "flag"
+    """Personal data in the user's message (stored anonymised either way)."""
+    faq_similarity_threshold: float = Field(default=0.9, gt=0, le=1)
+    """Cosine similarity from which a question is answered from a tenant's FAQ."""
+    smalltalk_fast_path: bool = True
+    """Answer greetings and thanks briefly, without retrieval or the model."""
+    tool_max_rounds: int = Field(default=3, ge=1, le=10)
+    """Tool-calling rounds per turn before the model must answer."""
+    agent_tools: bool = True
+    """Let providers that support tool calling decide when to search."""
+    grounding_min_overlap: float = Field(default=0.5, gt=0, le=1)
+    """Share of a sentence's content words a source must contain for it to count grounded."""
+    tenant_policy_cache_seconds: float = Field(default=30.0, ge=0)
+    """How long a process keeps a tenant's guardrail settings and FAQ count."""
     checkpoint_pool_size: int = Field(default=5, ge=1)
 
     # --- HTTP ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from app.graph.checkpointer import (
     create_pool,
 )
 from app.graph.context import TurnContext
+from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.pipeline import IngestionDeps
 from app.llm.providers import build_responder
@@ -81,6 +82,8 @@ async def build_resources(settings: Settings) -> Resources:
         history=history,
         retriever=retriever,
         responder=build_responder(settings),
+        policies=TenantPolicies(settings),
+        embedder=embedder,
     )
     ingestion = IngestionDeps(
         sessionmaker=sessionmaker,

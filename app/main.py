@@ -16,6 +16,8 @@ from app.core.middleware import (
     ContentTypeMiddleware,
     RequestContextMiddleware,
 )
+from app.faqs.endpoints import router as faqs_router
+from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
 from app.ops.endpoints import router as ops_router
@@ -49,6 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         chat_router,
         attachments_router,
         knowledge_router,
+        faqs_router,
+        guardrails_router,
     ):
         app.include_router(router)
     return app

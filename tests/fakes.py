@@ -8,14 +8,17 @@ does, without the network.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from app.llm.responder import ChatModelResponder
@@ -74,6 +77,53 @@ class ScriptedChatModel(BaseChatModel):
     def answer_prompts(self) -> list[list[BaseMessage]]:
         """The calls that generated answers (not rewrites or summaries)."""
         return [c for c in self.calls if "You are Threadline" in str(c[0].content)]
+
+
+ToolCall = tuple[str, dict[str, Any]]
+
+
+class ToolCallingChatModel(ScriptedChatModel):
+    """A scripted model that supports tool calling, as OpenAI's and Anthropic's do.
+
+    With tools bound, `plan(messages)` decides: a list of (tool name, arguments) is streamed
+    as tool calls; None lets the model answer with `reply`. Without tools bound (the loop
+    guard's last call) it always answers.
+    """
+
+    plan: Callable[[list[BaseMessage]], list[ToolCall] | None]
+    tools_offered: list[bool] = Field(default_factory=list)
+    """Per call: whether tools were bound."""
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        offered = bool(kwargs.get("tools"))
+        self.tools_offered.append(offered)
+        planned = self.plan(messages) if offered else None
+        if planned:
+            self.calls.append(list(messages))
+            chunks = [
+                {
+                    "name": name,
+                    "args": json.dumps(args),
+                    "id": f"call-{len(self.calls)}-{i}",
+                    "index": i,
+                }
+                for i, (name, args) in enumerate(planned)
+            ]
+            yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=chunks))
+            return
+        async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+            yield chunk
 
 
 def responder(model: ScriptedChatModel) -> ChatModelResponder:

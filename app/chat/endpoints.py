@@ -51,6 +51,8 @@ async def chat(
         usage=done["usage"],
         model=done["model"],
         latency_ms=done["latency_ms"],
+        triage=done["triage"],
+        validation=done["validation"],
     )
 
 

@@ -66,6 +66,16 @@ class _Progress:
     state: dict[str, Any] = field(default_factory=dict)
     node_ms: dict[str, float] = field(default_factory=dict)
     """Time inside each node; the rest of a turn is the framework and the checkpointer."""
+    meta_sent: bool = False
+
+
+META_AFTER = frozenset({"retrieve", "build_context"})
+
+
+def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """context_metadata as the client sees it: without the audit-only part (an answer the
+    output guardrail altered, as it was)."""
+    return {k: v for k, v in metadata.items() if k != "audit"}
 
 
 def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -153,19 +163,23 @@ class TurnRunner:
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
         state = progress.state
-        if node == "retrieve":
+        # meta goes out once, before any token: after retrieval; on the tool-calling path
+        # after build_context; for an early answer as soon as triage decided on it.
+        early = node == "triage" and state["triage"]["skip_llm"]
+        if (node in META_AFTER or early) and not progress.meta_sent:
+            progress.meta_sent = True
             return TurnEvent(
                 "meta",
                 {
                     "session_id": str(turn.session_id),
                     "turn_id": str(turn.turn_id),
-                    "query_composition": state["query_composition"],
+                    "query_composition": state.get("query_composition", "chat"),
                 },
             )
-        if node == "generate":
+        if node in ("validate_output", "answer_early"):
             return TurnEvent("sources", {"sources": public_sources(state)})
         if node == "persist":
-            metadata = state["context_metadata"]
+            metadata = public_metadata(state["context_metadata"])
             return TurnEvent(
                 "done",
                 {
@@ -178,6 +192,8 @@ class TurnRunner:
                     "model": state["model"],
                     "latency_ms": metadata.get("latency_ms"),
                     "context_metadata": metadata,
+                    "triage": metadata.get("triage"),
+                    "validation": metadata.get("validation"),
                     "node_ms": progress.node_ms,
                     "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
                 },

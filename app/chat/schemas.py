@@ -53,7 +53,7 @@ class ChatRequest(BaseModel):
 class SourceOut(BaseModel):
     n: int
     id: str
-    kind: Literal["kb", "attachment"]
+    kind: Literal["kb", "attachment", "faq"]
     source_id: str
     title: str
     score: float
@@ -78,3 +78,7 @@ class ChatResponse(BaseModel):
     usage: UsageOut
     model: str
     latency_ms: int | None
+    triage: dict[str, Any] | None = None
+    """{route, skip_llm, log}: what the input guardrail and triage decided."""
+    validation: dict[str, Any] | None = None
+    """{sources: {grounded, confidence, issues}, output_guardrail: {safe, issues}}."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,7 +44,12 @@ async def downgrade(settings: Settings, owner_url: URL, revision: str) -> None:
 
 @lru_cache(maxsize=1)
 def head_revision() -> str:
-    script = ScriptDirectory(str(PROJECT_ROOT / "migrations"))
+    # Reading the revisions imports them, and they import `rls_ops` from their directory
+    # (env.py puts it on the path when Alembic runs; a server that never migrated has not).
+    migrations = str(PROJECT_ROOT / "migrations")
+    if migrations not in sys.path:
+        sys.path.append(migrations)
+    script = ScriptDirectory(migrations)
     head = script.get_current_head()
     assert head is not None
     return head

@@ -13,29 +13,55 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
+from app.graph.nodes.agent import agent, tools, wants_tools
+from app.graph.nodes.answer_early import answer_early
 from app.graph.nodes.build_context import build_context
 from app.graph.nodes.classify import classify
 from app.graph.nodes.generate import generate
+from app.graph.nodes.guard_input import guard_input
 from app.graph.nodes.load_history import load_history
 from app.graph.nodes.persist import persist
 from app.graph.nodes.process_messages import process_messages
 from app.graph.nodes.resolve_attachments import resolve_attachments
 from app.graph.nodes.retrieve import retrieve
+from app.graph.nodes.triage import triage
 from app.graph.nodes.validate import validate
+from app.graph.nodes.validate_output import validate_output
 from app.graph.state import TurnState
 
+# Every node, in the order a turn meets them. The edges are linear except where a turn may
+# leave the main line: triage may answer early (-> answer_early -> persist), and a provider
+# with tool calling skips retrieve and loops agent <-> tools instead of generate.
 PIPELINE = (
     ("validate", validate),
+    ("guard_input", guard_input),
     ("process_messages", process_messages),
     ("load_history", load_history),
     ("resolve_attachments", resolve_attachments),
+    ("triage", triage),
+    ("answer_early", answer_early),
     ("classify", classify),
     ("retrieve", retrieve),
     ("build_context", build_context),
     ("generate", generate),
+    ("agent", agent),
+    ("tools", tools),
+    ("validate_output", validate_output),
     ("persist", persist),
 )
 NODE_NAMES = tuple(name for name, _ in PIPELINE)
+LINEAR = (
+    ("validate", "guard_input"),
+    ("guard_input", "process_messages"),
+    ("process_messages", "load_history"),
+    ("load_history", "resolve_attachments"),
+    ("resolve_attachments", "triage"),
+    ("answer_early", "persist"),
+    ("retrieve", "build_context"),
+    ("generate", "validate_output"),
+    ("tools", "agent"),
+    ("validate_output", "persist"),
+)
 
 TurnGraph = CompiledStateGraph[TurnState, TurnContext, TurnState, TurnState]
 
@@ -66,10 +92,30 @@ def _timed(name: str, node: Node) -> Node:
 
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     graph = StateGraph(TurnState, context_schema=TurnContext)
-    previous = START
     for name, node in PIPELINE:
         graph.add_node(name, _timed(name, node))
-        graph.add_edge(previous, name)
-        previous = name
-    graph.add_edge(previous, END)
+    graph.add_edge(START, "validate")
+    for source, target in LINEAR:
+        graph.add_edge(source, target)
+    graph.add_conditional_edges(
+        "triage",
+        lambda s: "answer_early" if s["triage"]["skip_llm"] else "classify",
+        ["answer_early", "classify"],
+    )
+    graph.add_conditional_edges(
+        "classify",
+        lambda s: "build_context" if s["triage"]["route"] == "tools" else "retrieve",
+        ["build_context", "retrieve"],
+    )
+    graph.add_conditional_edges(
+        "build_context",
+        lambda s: "agent" if s["triage"]["route"] == "tools" else "generate",
+        ["agent", "generate"],
+    )
+    graph.add_conditional_edges(
+        "agent",
+        lambda s: "tools" if wants_tools(s) else "validate_output",
+        ["tools", "validate_output"],
+    )
+    graph.add_edge("persist", END)
     return graph.compile(checkpointer=checkpointer, name="chat_turn")

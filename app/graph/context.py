@@ -15,6 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.chat.history import HistoryStore
 from app.config import Settings
 from app.core.db import TENANT
+from app.embeddings.base import Embedder
+from app.guardrails.policy import TenantPolicies
 from app.llm.responder import Responder
 from app.retrieval.base import Retriever
 from app.retrieval.status import KnowledgeBaseStatus
@@ -27,6 +29,10 @@ class TurnContext:
     history: HistoryStore
     retriever: Retriever
     responder: Responder
+    policies: TenantPolicies
+    """Each tenant's guardrail/triage policy, cached."""
+    embedder: Embedder
+    """For the FAQ fast path (the retriever embeds on its own)."""
     kb_status: KnowledgeBaseStatus = field(default_factory=KnowledgeBaseStatus)
 
     @asynccontextmanager

@@ -34,11 +34,12 @@ class PassageData(TypedDict):
 
 
 class SourceRef(TypedDict):
-    """A numbered citation target: `[n]` in the answer points at chunk `id`."""
+    """A numbered citation target: `[n]` in the answer points at chunk `id` (or, for an
+    answer from the FAQ fast path, at FAQ entry `id`)."""
 
     n: int
     id: str
-    kind: Literal["kb", "attachment"]
+    kind: Literal["kb", "attachment", "faq"]
     source_id: str
     title: str
     score: float
@@ -64,6 +65,9 @@ class TurnState(TypedDict):
     """Attachments active in the session before this turn (read when it was admitted)."""
     started_at: float
     """Wall-clock time (epoch seconds) the request arrived: persist records the latency."""
+    # --- guard_input, triage (may answer without the model) --------------------------------
+    triage: dict[str, Any]
+    """{route, skip_llm, log, answer, ...}: see app/graph/nodes/triage.py."""
     # --- process_messages -----------------------------------------------------------------
     query: str
     client_history: list[ChatMessage]
@@ -98,6 +102,12 @@ class TurnState(TypedDict):
     answer: str
     model: str
     usage: Usage
+    # --- agent, tools (providers with tool calling) -----------------------------------------
+    tool_rounds: int
+    agent_messages: list[dict[str, Any]]
+    """The tool-calling exchange so far (LangChain message dicts); emptied once answered."""
+    # --- validate_output ------------------------------------------------------------------
+    validation: dict[str, Any]
     # --- persist --------------------------------------------------------------------------
     status: str
 
@@ -122,6 +132,7 @@ def initial_state(
         request_attachment_ids=attachment_ids,
         session_attachment_ids=session_attachment_ids,
         started_at=started_at,
+        triage=new_triage(),
         query="",
         client_history=[],
         history=[],
@@ -145,5 +156,12 @@ def initial_state(
         answer="",
         model="",
         usage=Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0),
+        tool_rounds=0,
+        agent_messages=[],
+        validation={},
         status="pending",
     )
+
+
+def new_triage() -> dict[str, Any]:
+    return {"route": "llm", "skip_llm": False, "log": [], "answer": None}

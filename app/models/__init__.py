@@ -7,6 +7,7 @@ from app.models.attachment_chunk import AttachmentChunk
 from app.models.audit_log import AuditLog
 from app.models.chat_session import ChatSession
 from app.models.embedding_space import EmbeddingSpace
+from app.models.faq import Faq
 from app.models.kb_chunk import KbChunk
 from app.models.kb_document import KbDocument
 from app.models.kb_term_stats import KbCorpusStats, KbTermStats
@@ -34,6 +35,7 @@ TENANT_OWNED_TABLES = (
     "refresh_token_uses",
     "kb_term_stats",
     "kb_corpus_stats",
+    "faqs",
 )
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "Base",
     "ChatSession",
     "EmbeddingSpace",
+    "Faq",
     "KbChunk",
     "KbCorpusStats",
     "KbDocument",

@@ -155,3 +155,18 @@ def anonymize(text: str) -> Anonymized:
 
 def detect(text: str) -> Counter[str]:
     return anonymize(text).found
+
+
+def matches(text: str) -> list[tuple[str, str]]:
+    """Each detected item as (kind, the text matched), in detection order."""
+    found: list[tuple[str, str]] = []
+    for detector in _DETECTORS:
+
+        def replace(match: re.Match[str], detector: _Detector = detector) -> str:
+            if not detector.valid(match.group(0)):
+                return match.group(0)
+            found.append((detector.kind, match.group(0)))
+            return f"[{detector.kind}]"
+
+        text = detector.pattern.sub(replace, text)
+    return found

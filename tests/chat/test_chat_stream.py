@@ -107,7 +107,9 @@ async def test_the_json_endpoint_reports_a_provider_failure_as_502(
     _, _user, chat, owner = await make_chatter(client, db)
     use_model(app, ScriptedChatModel(reply=lambda _: LONG_ANSWER, fail_after_tokens=0))
     response = await client.post(
-        "/chat", json={"session_id": str(chat.id), "message": "hi"}, headers=owner.headers
+        "/chat",
+        json={"session_id": str(chat.id), "message": "What is the refund policy?"},
+        headers=owner.headers,
     )
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "generation_failed"

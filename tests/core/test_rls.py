@@ -48,6 +48,10 @@ ROWS_FOR_EVERY_TABLE = [
     "INSERT INTO refresh_token_families (tenant_id, id, user_id, expires_at) "
     "VALUES (:t, :f, :u, now() + interval '1 day')",
     "INSERT INTO refresh_token_uses (tenant_id, jti, family_id) VALUES (:t, 'j', :f)",
+    # A vector of the column's own dimension (pgvector keeps it as the type modifier).
+    "INSERT INTO faqs (tenant_id, id, question, answer, embedding) VALUES (:t, gen_random_uuid(), "
+    "'q', 'a', array_fill(0.1::real, ARRAY[(SELECT atttypmod FROM pg_attribute "
+    "WHERE attrelid = 'faqs'::regclass AND attname = 'embedding')])::vector)",
     "INSERT INTO checkpoints (thread_id, checkpoint_id, checkpoint) VALUES (:st, 'c1', '{}')",
     "INSERT INTO checkpoint_blobs (thread_id, channel, version, type) "
     "VALUES (:st, 'ch', '1', 'empty')",

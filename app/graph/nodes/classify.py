@@ -36,7 +36,11 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     async with ctx.transaction(tenant) as db:
         has_kb = await ctx.kb_status.has_documents(db, tenant)
     follow_up = is_follow_up(state["query"], state["history"])
-    reformulated, how = await _rewrite(ctx, state) if follow_up else (state["query"], "unchanged")
+    reformulated, how = state["query"], "unchanged"
+    if follow_up and state["triage"]["route"] == "tools":
+        how = "by the model's tool calls"  # it writes its own standalone search queries
+    elif follow_up:
+        reformulated, how = await _rewrite(ctx, state)
     guess = classify_query(
         f"{state['query']} {reformulated}" if follow_up else state["query"],
         attachments=len(state["active_attachment_ids"]),

@@ -1,0 +1,1 @@
+"""Tenant-curated FAQ entries: administered through /admin/faqs, matched by triage."""

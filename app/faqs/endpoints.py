@@ -1,0 +1,86 @@
+"""/admin/faqs: tenant admins curate the question/answer pairs triage answers from."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import func, select
+
+from app.auth.principal import AdminPrincipal
+from app.core.deps import DbSession, ResourcesDep
+from app.core.errors import Conflict
+from app.faqs import service
+from app.models import Faq
+
+router = APIRouter(prefix="/admin/faqs", tags=["admin"])
+
+
+class FaqIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=1000)
+    answer: str = Field(min_length=1, max_length=8000)
+
+    @field_validator("question", "answer")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+class FaqCreated(BaseModel):
+    id: uuid.UUID
+
+
+class FaqOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    question: str
+    answer: str
+    created_at: datetime
+
+
+class FaqList(BaseModel):
+    items: list[FaqOut]
+
+
+@router.post("", response_model=FaqCreated, status_code=status.HTTP_201_CREATED)
+async def create_faq(
+    body: FaqIn, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+) -> FaqCreated:
+    count = await session.scalar(
+        select(func.count()).select_from(Faq).where(Faq.tenant_id == admin.tenant_id)
+    )
+    if (count or 0) >= service.MAX_FAQS:
+        raise Conflict(f"A tenant has at most {service.MAX_FAQS} FAQ entries.", code="faq_limit")
+    faq = await service.create_faq(
+        session, resources.retriever.embedder, admin.tenant_id, body.question, body.answer
+    )
+    await session.commit()  # before the cache forgets: a turn must not re-cache the old count
+    resources.turn_context.policies.invalidate(admin.tenant_id)
+    return FaqCreated(id=faq.id)
+
+
+@router.get("", response_model=FaqList)
+async def list_faqs(admin: AdminPrincipal, session: DbSession) -> FaqList:
+    items = await service.list_faqs(session, admin.tenant_id)
+    return FaqList(items=[FaqOut.model_validate(f) for f in items])
+
+
+@router.get("/{faq_id}", response_model=FaqOut)
+async def read_faq(faq_id: uuid.UUID, admin: AdminPrincipal, session: DbSession) -> FaqOut:
+    return FaqOut.model_validate(await service.get_faq(session, admin.tenant_id, faq_id))
+
+
+@router.delete("/{faq_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_faq(
+    faq_id: uuid.UUID, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+) -> None:
+    await service.delete_faq(session, admin.tenant_id, faq_id)
+    await session.commit()
+    resources.turn_context.policies.invalidate(admin.tenant_id)

@@ -1,0 +1,163 @@
+"""agent and tools: the tool-calling loop, for providers that support it.
+
+agent streams one model call with the tools bound. When the model asks for tools, the tools
+node runs them (in one tenant-scoped transaction) and the loop returns to agent. After
+`tool_max_rounds` rounds the loop guard stops offering tools: the model then answers from the
+sources gathered so far, in the same prompt shape as the always-retrieve path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from app.graph.citations import check_citations
+from app.graph.composition import CompositionGuess, refine_with_results
+from app.graph.context import TurnContext
+from app.graph.state import ChatMessage, SourceRef, TurnState, Usage
+from app.llm.responder import to_langchain
+from app.llm.tokens import count_tokens
+from app.llm.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
+
+
+def _opening(state: TurnState) -> list[BaseMessage]:
+    prompt = list(state["prompt"])
+    prompt[0] = ChatMessage(role="system", content=prompt[0]["content"] + AGENT_INSTRUCTIONS)
+    return to_langchain(prompt)
+
+
+def _with_sources(state: TurnState) -> list[BaseMessage]:
+    """The loop guard's last call: the question with every source gathered, no tools."""
+    prompt = list(state["prompt"])
+    block = "\n\n".join(f"[{s['n']}] {s['title']}\n{s['text']}" for s in state["sources"])
+    question = prompt[-1]["content"]
+    if block:
+        prompt[-1] = ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")
+    return to_langchain(prompt)
+
+
+def _text(chunk: BaseMessage) -> str:
+    content = chunk.content
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+
+
+def wants_tools(state: TurnState) -> bool:
+    """After agent: whether the model asked for tools (and the loop guard allows them)."""
+    return bool(state["agent_messages"])
+
+
+async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    model = tool_model(ctx.responder)
+    assert model is not None  # the graph routes here only for tool-calling providers
+    rounds = state["tool_rounds"]
+    guard = rounds >= ctx.settings.tool_max_rounds
+    if guard:
+        messages = _with_sources(state)
+        runnable: Any = model
+    else:
+        messages = (
+            messages_from_dict(state["agent_messages"])
+            if state["agent_messages"]
+            else _opening(state)
+        )
+        runnable = model.bind_tools(TOOL_SCHEMAS)
+    write = get_stream_writer()
+    reply: AIMessageChunk | None = None
+    async for chunk in runnable.astream(messages):
+        reply = chunk if reply is None else reply + chunk
+        text = _text(chunk)
+        if text:
+            write({"token": text})
+    reply = reply or AIMessageChunk(content="")
+    tools_meta = dict(state["context_metadata"].get("tools", {}))
+    tools_meta.update(rounds=rounds, loop_guard=guard)
+    usage = _usage(state, messages, reply)
+    if reply.tool_calls and not guard:
+        asked = AIMessage(content=_text(reply), tool_calls=reply.tool_calls)
+        return {
+            "agent_messages": messages_to_dict([*messages, asked]),
+            "usage": usage,
+            "context_metadata": {**state["context_metadata"], "tools": tools_meta},
+        }
+    checked = check_citations(_text(reply), state["sources"])
+    guess = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
+    refined = refine_with_results(guess, (s["kind"] for s in state["sources"]))
+    metadata = {
+        **state["context_metadata"],
+        "tools": tools_meta,
+        "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
+        "model": ctx.responder.model_name,
+        "query_composition": refined.composition,
+        "sources": [
+            {
+                "id": s["id"],
+                "kind": s["kind"],
+                "score": s["score"],
+                "tokens": count_tokens(s["text"]),
+            }
+            for s in state["sources"]
+        ],
+    }
+    return {
+        "answer": checked.text,
+        "model": ctx.responder.model_name,
+        "usage": usage,
+        "agent_messages": [],
+        "query_composition": refined.composition,
+        "composition_confidence": refined.confidence,
+        "context_metadata": metadata,
+    }
+
+
+def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk) -> Usage:
+    """This turn's usage so far plus this call's (reported, or counted when not)."""
+    reported = reply.usage_metadata
+    if reported:
+        prompt, completion = reported["input_tokens"], reported["output_tokens"]
+    else:
+        prompt = sum(count_tokens(_text(m)) for m in messages)
+        completion = count_tokens(_text(reply))
+    before = state["usage"]
+    return Usage(
+        prompt_tokens=before["prompt_tokens"] + prompt,
+        completion_tokens=before["completion_tokens"] + completion,
+        total_tokens=before["total_tokens"] + prompt + completion,
+    )
+
+
+async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    messages = messages_from_dict(state["agent_messages"])
+    asked = messages[-1]
+    assert isinstance(asked, AIMessage)
+    sources: list[SourceRef] = list(state["sources"])
+    tools_meta = dict(state["context_metadata"].get("tools", {}))
+    calls = list(tools_meta.get("calls", []))
+    round_number = state["tool_rounds"] + 1
+    async with ctx.transaction(uuid.UUID(state["tenant_id"])) as db:
+        for call in asked.tool_calls:
+            outcome = await run_tool(ctx, db, state, call["name"], call["args"], sources)
+            sources += outcome.new_sources
+            calls.append({"round": round_number, **outcome.record})
+            messages.append(ToolMessage(outcome.text, tool_call_id=call["id"] or call["name"]))
+    tools_meta.update(calls=calls, rounds=round_number)
+    return {
+        "agent_messages": messages_to_dict(messages),
+        "sources": sources,
+        "tool_rounds": round_number,
+        "context_metadata": {**state["context_metadata"], "tools": tools_meta},
+    }

@@ -1,0 +1,113 @@
+"""triage: steps that may answer without the model, each passing through once an earlier one
+(or the input guardrail) decided:
+
+1. relevance — a tenant that restricts topics gets off-topic questions declined;
+2. FAQ — a question close enough (cosine, tunable threshold) to a tenant's FAQ entry is
+   answered from it (only tenants that have FAQs pay for the embedding and the query);
+3. intent — greetings, thanks and goodbyes get a brief answer without retrieval.
+
+The triage record: `route` (`blocked`, `off_topic`, `faq`, `smalltalk`, or `llm`/`tools` when
+the model answers), `skip_llm`, `log` (one line per step) and the early `answer`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from app.faqs.service import closest_faq
+from app.graph.context import TurnContext
+from app.graph.followups import is_follow_up
+from app.graph.nodes.guard_input import tenant_policy
+from app.graph.state import HistoryTurn, TurnState
+from app.guardrails.input_checks import BLOCKED_ANSWERS
+from app.guardrails.policy import TenantPolicy
+from app.guardrails.triage_rules import (
+    SMALLTALK_ANSWERS,
+    off_topic_answer,
+    on_topic,
+    smalltalk_intent,
+)
+from app.llm.tools import tool_model
+
+
+def _relevance(state: TurnState, policy: TenantPolicy, triage: dict[str, Any]) -> str:
+    query = state["query"]
+    if not policy.topics:
+        return "triage_relevance: PASS (no topic restriction)"
+    if smalltalk_intent(query) or is_follow_up(query, state["history"]):
+        return "triage_relevance: PASS (small talk or follow-up)"
+    if on_topic(query, policy.topics):
+        return "triage_relevance: PASS"
+    triage.update(route="off_topic", skip_llm=True, answer=off_topic_answer(policy.topics))
+    return "triage_relevance: OFF TOPIC"
+
+
+async def _faq(
+    ctx: TurnContext, state: TurnState, policy: TenantPolicy, triage: dict[str, Any]
+) -> str:
+    if not policy.faq_count:
+        return "triage_faq: NO FAQS"
+    tenant = uuid.UUID(state["tenant_id"])
+    [vector] = await ctx.embedder.embed([state["query"]])
+    async with ctx.transaction(tenant) as db:
+        match = await closest_faq(db, tenant, vector)
+    if match is None:
+        return "triage_faq: NO FAQS"
+    if match.similarity < policy.faq_threshold:
+        return f"triage_faq: NO MATCH (best {match.similarity:.2f} < {policy.faq_threshold:.2f})"
+    triage.update(
+        route="faq",
+        skip_llm=True,
+        answer=match.answer,
+        faq={"id": match.id, "question": match.question, "similarity": match.similarity},
+    )
+    return f"triage_faq: MATCH {match.id} ({match.similarity:.2f})"
+
+
+def _intent(state: TurnState, policy: TenantPolicy, triage: dict[str, Any], route: str) -> str:
+    intent = smalltalk_intent(state["query"]) if policy.smalltalk else None
+    if intent is None:
+        triage["route"] = route
+        return f"triage_intent: ROUTE -> {route}"
+    triage.update(route="smalltalk", skip_llm=True, answer=SMALLTALK_ANSWERS[intent], intent=intent)
+    return f"triage_intent: {intent.upper()}"
+
+
+async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    policy = await tenant_policy(ctx, state["tenant_id"])
+    decided = dict(state["triage"])
+    log = list(decided["log"])
+    for step in ("triage_relevance", "triage_faq", "triage_intent"):
+        if decided["skip_llm"]:
+            log.append(f"{step}: SKIPPED (route {decided['route']})")
+        elif step == "triage_relevance":
+            log.append(_relevance(state, policy, decided))
+        elif step == "triage_faq":
+            log.append(await _faq(ctx, state, policy, decided))
+        else:
+            route = "tools" if uses_tools(ctx) else "llm"
+            log.append(_intent(state, policy, decided, route))
+    decided["log"] = log
+    return {
+        "triage": decided,
+        "history": without_blocked(state["history"]),
+        "unsummarized": without_blocked(state["unsummarized"]),
+    }
+
+
+BLOCKED_REPLIES = frozenset(BLOCKED_ANSWERS.values())
+
+
+def without_blocked(turns: list[HistoryTurn]) -> list[HistoryTurn]:
+    """The turns minus those the input guardrail blocked (recognised by the fixed reply they
+    got): the model must not meet a blocked injection again as history, or in a summary."""
+    return [t for t in turns if t["answer"] not in BLOCKED_REPLIES]
+
+
+def uses_tools(ctx: TurnContext) -> bool:
+    """Whether this turn's model decides on retrieval itself (tool calling)."""
+    return ctx.settings.agent_tools and tool_model(ctx.responder) is not None

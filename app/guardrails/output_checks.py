@@ -1,0 +1,81 @@
+"""The output guardrail: a leaked system prompt, personal data, and links no source contains.
+
+Leaked instructions are found as any run of `LEAK_NGRAM` consecutive words of the system
+prompt, or a sentence (three words or more) quoted from it whole; those sentences are
+removed. Personal data the sources do not contain (a source may legitimately give a support
+address, the user may give their own) is replaced by its typed placeholder, and URLs that
+appear in no source by a marker. When removing a leak leaves too little, the whole answer is
+replaced by a safe fallback. The caller keeps the original for the audit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from app.graph.followups import content_words
+from app.privacy.pii import matches
+
+LEAK_NGRAM = 6
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[a-z0-9']+")
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]\"']+", re.IGNORECASE)
+SAFE_FALLBACK = (
+    "I'm sorry, I can't share that answer. Please rephrase your question, or ask about the "
+    "documents available to you."
+)
+MIN_CONTENT_WORDS = 3
+
+
+@dataclass
+class OutputVerdict:
+    text: str
+    issues: list[str] = field(default_factory=list)
+    replaced: bool = False
+
+    @property
+    def safe(self) -> bool:
+        return not self.issues
+
+
+def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str]) -> OutputVerdict:
+    """`known`: the texts the answer may quote personal data and links from (the sources,
+    and the user's own message: echoing their own address back is not a leak)."""
+    verdict = OutputVerdict(answer)
+    prompt_words = [_WORD.findall(p.lower()) for p in system_prompts]
+    secret = set().union(*(_ngrams(words, LEAK_NGRAM) for words in prompt_words))
+    spoken = [" " + " ".join(words) + " " for words in prompt_words]
+    pieces = re.split(r"((?<=[.!?])\s+|\n+)", answer)  # keep separators: layout survives
+    kept: list[str] = []
+    leaked = 0
+    for piece in pieces:
+        words = _WORD.findall(piece.lower())
+        quoted = len(words) >= 3 and any(f" {' '.join(words)} " in p for p in spoken)
+        if quoted or _ngrams(words, LEAK_NGRAM) & secret:
+            leaked += 1
+            continue
+        kept.append(piece)
+    text = "".join(kept).strip()
+    if leaked:
+        verdict.issues.append(f"system prompt leaked: {leaked} sentence(s) removed")
+
+    corpus = "\n".join(known)
+    for kind, value in matches(text):
+        if value not in corpus:
+            text = text.replace(value, f"[{kind}]")
+            verdict.issues.append(f"personal data removed: {kind}")
+    for url in {m.group(0).rstrip(".,;:!?") for m in _URL.finditer(text)}:
+        if url not in corpus:
+            text = text.replace(url, "[link removed]")
+            verdict.issues.append("link not found in any source removed")
+
+    if leaked and len(content_words(text)) < MIN_CONTENT_WORDS:
+        verdict.text, verdict.replaced = SAFE_FALLBACK, True
+    else:
+        verdict.text = text
+    return verdict

@@ -1,0 +1,103 @@
+"""A tenant's guardrail and triage policy: the platform defaults overlaid with what the
+tenant's admins set (`tenants.settings["guardrails"]`), and whether it has FAQs at all.
+
+Read on every turn, so it is cached per process for a short time (`tenant_policy_cache_seconds`)
+and dropped at once when this process changes it: a tenant without FAQs or topics costs no
+database round trip per turn, and a change made elsewhere shows within the TTL.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.models import Faq, Tenant
+
+Action = Literal["block", "flag", "off"]
+SETTINGS_KEY = "guardrails"
+
+
+class GuardrailOverrides(BaseModel):
+    """What a tenant admin may set; an absent (null) field keeps the platform default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    injection: Action | None = None
+    abuse: Action | None = None
+    pii: Action | None = None
+    topics: list[str] | None = Field(default=None, max_length=100)
+    """Allowed topics (words or short phrases); empty or null: any topic."""
+    faq_threshold: float | None = Field(default=None, gt=0, le=1)
+    smalltalk: bool | None = None
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    injection: Action
+    abuse: Action
+    pii: Action
+    topics: tuple[str, ...]
+    faq_threshold: float
+    smalltalk: bool
+    faq_count: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve(settings: Settings, stored: dict[str, Any], faq_count: int) -> TenantPolicy:
+    overrides = GuardrailOverrides.model_validate(stored or {})
+    return TenantPolicy(
+        injection=overrides.injection or settings.guard_injection,
+        abuse=overrides.abuse or settings.guard_abuse,
+        pii=overrides.pii or settings.guard_pii,
+        topics=tuple(t.strip() for t in overrides.topics or () if t.strip()),
+        faq_threshold=overrides.faq_threshold or settings.faq_similarity_threshold,
+        smalltalk=(
+            settings.smalltalk_fast_path if overrides.smalltalk is None else overrides.smalltalk
+        ),
+        faq_count=faq_count,
+        overrides=overrides.model_dump(exclude_none=True),
+    )
+
+
+class TenantPolicies:
+    """The per-process cache of tenant policies."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._known: dict[uuid.UUID, tuple[TenantPolicy, float]] = {}
+
+    async def get(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
+        cached = self._known.get(tenant_id)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        policy = await self.load(db, tenant_id)
+        self._known[tenant_id] = (
+            policy,
+            time.monotonic() + self.settings.tenant_policy_cache_seconds,
+        )
+        return policy
+
+    def cached(self, tenant_id: uuid.UUID) -> TenantPolicy | None:
+        """The policy if it is cached and fresh: lets a node skip opening a transaction."""
+        cached = self._known.get(tenant_id)
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    async def load(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
+        faq_count = select(func.count()).select_from(Faq).where(Faq.tenant_id == tenant_id)
+        row = (
+            await db.execute(
+                select(Tenant.settings, faq_count.scalar_subquery()).where(Tenant.id == tenant_id)
+            )
+        ).one_or_none()
+        stored, count = (row[0] or {}, int(row[1])) if row is not None else ({}, 0)
+        return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count)
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        self._known.pop(tenant_id, None)
