@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     retrieval_k: int = Field(default=5, ge=1, le=50)
     retrieval_candidates: int = Field(default=40, ge=1, le=1000)
     """Candidates each leg (dense, lexical) brings to the fusion."""
+    retrieval_fusion: Literal["zscore", "rrf"] = "zscore"
+    """How the dense and lexical legs are combined (app/retrieval/fusion.py)."""
     retrieval_fusion_k: int = Field(default=60, ge=1)
     """Reciprocal-rank fusion constant: score = sum(weight / (k + rank))."""
     retrieval_dense_weight: float = Field(default=1.0, ge=0)

@@ -69,6 +69,7 @@ async def build_resources(settings: Settings) -> Resources:
         embedder,
         FusionSettings(
             candidates=settings.retrieval_candidates,
+            method=settings.retrieval_fusion,
             k=settings.retrieval_fusion_k,
             dense_weight=settings.retrieval_dense_weight,
             lexical_weight=settings.retrieval_lexical_weight,

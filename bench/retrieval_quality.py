@@ -89,6 +89,7 @@ async def run(owner_url: str, embedder_name: str, docs: int, queries_limit: int)
         embedder,
         FusionSettings(
             candidates=settings.retrieval_candidates,
+            method=settings.retrieval_fusion,
             k=settings.retrieval_fusion_k,
             ef_search=settings.hnsw_ef_search,
         ),

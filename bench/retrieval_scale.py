@@ -158,6 +158,7 @@ class _Fixed:
     """An 'embedder' that returns the benchmark's query vector."""
 
     name = "fixed"
+    max_input_tokens: int | None = None
     dimension = DIM
 
     def __init__(self, vector: list[float]) -> None:

@@ -10,6 +10,9 @@ class Embedder(Protocol):
     name: str
     """Identifies the model; recorded in the database beside the vectors it produced."""
     dimension: int
+    max_input_tokens: int | None
+    """The longest text (in cl100k tokens) the model reads whole; longer input is cut by the
+    model, so chunks are made no longer than this. None: no limit."""
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""

@@ -27,6 +27,7 @@ class CoalescingEmbedder:
         self.inner = inner
         self.name = inner.name
         self.dimension = inner.dimension
+        self.max_input_tokens = inner.max_input_tokens
         self.max_batch = max_batch
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None

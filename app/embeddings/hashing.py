@@ -18,6 +18,7 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 class HashingEmbedder:
     name = "hashing-v1"
+    max_input_tokens: int | None = None
 
     def __init__(self, dimension: int = 384) -> None:
         self.dimension = dimension

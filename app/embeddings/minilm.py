@@ -14,6 +14,10 @@ from app.embeddings.base import EmbedderConfigError
 class MiniLMEmbedder:
     name = "sentence-transformers/all-MiniLM-L6-v2"
     dimension = 384
+    # The model reads 256 word pieces and drops the rest; scientific and non-English text
+    # takes up to ~1.3 word pieces per cl100k token. Longer chunks would be embedded by
+    # their beginning only (measured on SciFact: dense nDCG@10 0.663 -> 0.677 at 200).
+    max_input_tokens: int | None = 200
 
     def __init__(self, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time

@@ -14,6 +14,7 @@ class OpenAIEmbedder:
     ) -> None:
         self.name = f"openai/{model}"
         self.dimension = dimension
+        self.max_input_tokens: int | None = 8_000  # the API's limit is 8,191 tokens
         self._model = model
         self._client = AsyncOpenAI(api_key=api_key, base_url=base_url)
 

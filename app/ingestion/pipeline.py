@@ -46,6 +46,10 @@ class IngestionDeps:
 
     def __post_init__(self) -> None:
         self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)
+        limit = self.embedder.max_input_tokens
+        if limit is not None and limit < self.chunk_tokens:  # chunks the model reads whole
+            self.chunk_tokens = limit
+            self.chunk_overlap = min(self.chunk_overlap, limit // 4)
 
 
 class _Failed(Exception):

@@ -1,4 +1,5 @@
-"""Hybrid retrieval: pgvector HNSW (cosine) + PostgreSQL full text, fused by reciprocal rank.
+"""Hybrid retrieval: pgvector HNSW (cosine) + PostgreSQL full text, fused (z-scores by default,
+or reciprocal rank).
 
 Both legs are filtered to the tenant in SQL (and by RLS). The knowledge base's lexical leg is
 scored by BM25 (term statistics per tenant, kept by triggers); attachments, a handful of
@@ -22,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.embeddings.base import Embedder
 from app.models import Attachment, AttachmentChunk, KbChunk, KbCorpusStats, KbDocument
 from app.retrieval.base import Passage
+from app.retrieval.fusion import FusionMethod, fuse
 
 Leg = Literal["dense", "lexical"]
 MAX_SCAN_TUPLES = 1_000_000
@@ -69,7 +71,9 @@ _BM25 = text(
 @dataclass(frozen=True)
 class FusionSettings:
     candidates: int = 40
+    method: FusionMethod = "zscore"
     k: int = 60
+    """The reciprocal-rank constant (method `rrf`)."""
     dense_weight: float = 1.0
     lexical_weight: float = 1.0
     ef_search: int = 100
@@ -82,6 +86,18 @@ class FusionSettings:
 class Hit:
     passage: Passage
     external_id: str | None
+
+    @property
+    def chunk_id(self) -> str:
+        return self.passage.id
+
+    @property
+    def document_key(self) -> str:
+        return f"{self.passage.kind}:{self.passage.source_id}"
+
+    @property
+    def score(self) -> float:
+        return self.passage.score
 
 
 @dataclass(frozen=True)
@@ -146,7 +162,7 @@ class HybridRetriever:
         knowledge_base: bool = True,
         legs: Sequence[Leg] = ("dense", "lexical"),
     ) -> list[Hit]:
-        """The `k` best chunks by reciprocal-rank fusion of the requested legs."""
+        """The `k` best chunks by fusion of the requested legs (app/retrieval/fusion.py)."""
         settings = self.settings
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(settings.ef_search)}"))
@@ -156,8 +172,7 @@ class HybridRetriever:
         vector = (await self.embedder.embed([query]))[0] if "dense" in legs else None
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
-        fused: dict[str, float] = {}
-        best: dict[str, Hit] = {}
+        by_leg: dict[str, list[Hit]] = {}
         for leg in legs:
             hits: list[Hit] = []
             for source in sources:
@@ -165,14 +180,12 @@ class HybridRetriever:
                     session, source, leg, tenant_id, query, vector, attachment_ids
                 )
             hits.sort(key=lambda h: -h.passage.score)
-            for rank, hit in enumerate(hits[: settings.candidates], start=1):
-                pid = hit.passage.id
-                fused[pid] = fused.get(pid, 0.0) + weights[leg] / (settings.k + rank)
-                best.setdefault(pid, hit)
-        order = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+            by_leg[leg] = hits[: settings.candidates]
+        fused = fuse(by_leg, weights, method=settings.method, rrf_k=settings.k, limit=k)
+        found = {hit.chunk_id: hit for hits in by_leg.values() for hit in hits}
         return [
-            replace(best[pid], passage=replace(best[pid].passage, score=round(fused[pid], 6)))
-            for pid in order
+            replace(found[f.chunk_id], passage=replace(found[f.chunk_id].passage, score=f.score))
+            for f in fused
         ]
 
     async def _small_knowledge_base(self, session: AsyncSession, tenant_id: uuid.UUID) -> bool:

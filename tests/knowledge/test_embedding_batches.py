@@ -17,6 +17,7 @@ class CountingEmbedder:
     def __init__(self, fail_on: str | None = None) -> None:
         self.inner = HashingEmbedder()
         self.name, self.dimension = self.inner.name, self.inner.dimension
+        self.max_input_tokens = self.inner.max_input_tokens
         self.batches: list[int] = []
         self.fail_on = fail_on
 
