@@ -78,3 +78,10 @@ class ChatResponse(BaseModel):
     usage: UsageOut
     model: str
     latency_ms: int | None
+    stopped: bool = False
+    """True when the turn was stopped on request (then `status` is `incomplete`)."""
+
+
+class StopResponse(BaseModel):
+    turn_id: uuid.UUID
+    status: Literal["stopping"]
