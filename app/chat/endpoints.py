@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -103,6 +104,9 @@ async def chat(
             run.cancel()  # the client went away
     if done is None:
         raise AppError("The turn ended without an answer.")
+    # The quota and the idempotency record are written before the answer leaves, so the
+    # client's next request sees them.
+    await asyncio.shield(run.task)
     return ChatResponse(
         session_id=turn.session_id,
         turn_id=turn.turn_id,
