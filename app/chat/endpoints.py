@@ -34,6 +34,7 @@ IdempotencyKey = Annotated[
     str | None,
     Header(alias="Idempotency-Key", description="Retries with this key never run twice."),
 ]
+_JOIN_ATTEMPTS = 100
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID")]
 
 
@@ -196,12 +197,16 @@ async def _joined_stream(
     """A retried stream: the first request's events from its buffer (all of them, then the
     live rest); when the buffer has expired, the stored answer as one token."""
     hub, settings = resources.guards.streams, resources.settings
-    try:
-        await check_resumable(hub, principal, claim.turn_id)
-    except NotFound:
-        if claim.record["state"] != "done":
-            raise
-        return _stored_events(claim.record["response"])
+    for attempt in range(_JOIN_ATTEMPTS):
+        try:
+            await check_resumable(hub, principal, claim.turn_id)
+            break
+        except NotFound:
+            if claim.record["state"] == "done":
+                return _stored_events(claim.record["response"])
+            if attempt == _JOIN_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.05)  # the first request has claimed but not yet started
     return _counted(
         resumed_stream(
             hub, claim.turn_id, 0, heartbeat_seconds=settings.sse_heartbeat_seconds,
