@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -24,34 +24,37 @@ from app.config import Settings
 from app.privacy.pii import anonymize
 
 
-def redact(value: Any) -> Any:
-    """The value with every string anonymised (recursively through dicts and lists)."""
+def redact(value: Any, pseudonym: Callable[[str], str]) -> Any:
+    """The value with every string anonymised and user ids pseudonymised (recursively
+    through dicts and lists)."""
     if isinstance(value, str):
         return anonymize(value).text
     if isinstance(value, Mapping):
-        return {key: redact(item) for key, item in value.items()}
+        return {
+            key: pseudonym(str(item)) if key == "user_id" else redact(item, pseudonym)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
+        return [redact(item, pseudonym) for item in value]
     return value
-
-
-def _redact_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    redacted: dict[str, Any] = redact(fields)
-    return redacted
 
 
 class Tracing:
     def __init__(self, settings: Settings) -> None:
         assert settings.langsmith_api_key is not None
+        self._secret = settings.jwt_signing_key().encode()
         self.client = Client(
             api_url=settings.langsmith_endpoint,
             api_key=settings.langsmith_api_key.get_secret_value(),
-            hide_inputs=_redact_fields,
-            hide_outputs=_redact_fields,
+            hide_inputs=self._redact,
+            hide_outputs=self._redact,
             auto_batch_tracing=False,  # one request per run: no background batching thread
         )
         self.project = settings.langsmith_project
-        self._secret = settings.jwt_signing_key().encode()
+
+    def _redact(self, fields: dict[str, Any]) -> dict[str, Any]:
+        redacted: dict[str, Any] = redact(fields, self.pseudonym)
+        return redacted
 
     def pseudonym(self, user_id: str) -> str:
         return hmac.new(self._secret, user_id.encode(), hashlib.sha256).hexdigest()[:16]

@@ -42,9 +42,7 @@ async def stream_until(
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            response_headers.update(
-                {k.decode().lower(): v.decode() for k, v in message["headers"]}
-            )
+            response_headers.update({k.decode().lower(): v.decode() for k, v in message["headers"]})
         if message["type"] == "http.response.body" and not gone.is_set():
             chunks.append(message.get("body", b""))
             if cut(b"".join(chunks)):

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.main import create_app
 from app.models import Tenant
-from tests.chat_helpers import parse_sse, stream_chat, use_model
+from tests.chat_helpers import stream_chat, use_model
 from tests.factories import make_chatter
 from tests.fakes import ScriptedChatModel
 
@@ -183,4 +183,3 @@ async def test_without_redis_chat_answers_and_readyz_says_redis_is_down(
             ready = (await client.get("/readyz")).json()
             assert ready["checks"]["redis"]["status"] == "down"
             assert ready["status"] == "degraded"
-    assert parse_sse  # the helper parses streams above

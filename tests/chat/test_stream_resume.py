@@ -152,7 +152,9 @@ async def test_stop_from_another_process_cancels_the_model_and_stores_the_partia
     body = {"session_id": str(chat.id), "message": "go"}
     async with other_process(settings, sessionmaker) as (_, other):
         streaming = asyncio.create_task(stream_until(app, owner.headers, body, lambda _: False))
-        while model.tokens_streamed < 5:
+        for _ in range(500):
+            if model.tokens_streamed >= 5:
+                break
             await asyncio.sleep(0.01)
         turn_id = await _pending_turn_id(db, tenant.id)
         stop = await other.post(f"/chat/{turn_id}/stop", headers=owner.headers)
