@@ -35,6 +35,7 @@ class StreamHub:
         self.runs: dict[uuid.UUID, RunHandle] = {}
         self.channel = redis.key("stream-control")
         self._listener: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(
         self,
@@ -84,12 +85,12 @@ class StreamHub:
         self._listener = asyncio.create_task(self._listen())
 
     async def _listen(self) -> None:
-        while True:
+        while not self._closing:
             try:
                 pubsub = self.redis.client.pubsub()
                 try:
                     await pubsub.subscribe(self.channel)
-                    while True:
+                    while not self._closing:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=0.5
                         )
@@ -99,13 +100,14 @@ class StreamHub:
                 finally:
                     with contextlib.suppress(Exception):
                         await pubsub.aclose()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
             except Exception:  # Redis down: local stops still work; try again shortly
-                await asyncio.sleep(1.0)
+                if not self._closing:
+                    await asyncio.sleep(1.0)
 
     async def close(self) -> None:
+        # A flag as well as the cancel: Redis clients may turn a cancellation into a
+        # connection error, which the loop would otherwise retry forever.
+        self._closing = True
         if self._listener is not None:
             self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            await asyncio.wait([self._listener], timeout=2.0)
