@@ -116,10 +116,16 @@ def streaming_factory() -> FastAPI:
     @app.get("/bench/process")
     async def process() -> dict[str, int]:
         me = psutil.Process()
-        established = [c for c in me.net_connections("tcp") if c.status == "ESTABLISHED"]
+        established = [c for c in me.net_connections("inet") if c.status == "ESTABLISHED"]
+        listening = {c.laddr.port for c in me.net_connections("inet") if c.status == "LISTEN"}
+        clients = [c for c in established if c.laddr.port in listening]
+        redis = [c for c in established if c.raddr and c.raddr.port == 6379]
         return {
             "rss_bytes": me.memory_info().rss,
-            "tcp_established": len(established),
+            "http_client_connections": len(clients),
+            "redis_connections": len(redis),
+            "other_tcp_connections": len(established) - len(clients) - len(redis),
+            "open_files": me.num_fds(),
             "asyncio_tasks": len(asyncio.all_tasks()),
             "live_runs": len(app.state.resources.guards.streams.runs),
         }

@@ -22,6 +22,10 @@ from bench.common import bench_database, summary, uvicorn_server
 
 STREAMS = 200
 DISCONNECTS, DISCONNECT_CONCURRENCY = 1000, 50
+PROBES = (
+    "http_client_connections", "redis_connections", "other_tcp_connections", "open_files",
+    "asyncio_tasks", "live_runs",
+)  # fmt: skip
 
 
 async def _one_stream(
@@ -29,6 +33,7 @@ async def _one_stream(
 ) -> str | None:
     body = {"session_id": session_id, "message": f"Tell me something ({uuid.uuid4().hex[:4]})"}
     started = time.perf_counter()
+    first_ms_seen = False
     try:
         async with client.stream("POST", "/chat/stream", json=body) as response:
             headers_ms.append((time.perf_counter() - started) * 1000)
@@ -36,9 +41,10 @@ async def _one_stream(
                 return f"HTTP {response.status_code}"
             raw = ""
             async for text in response.aiter_text():
-                if not raw and "event:" in text:
-                    first_ms.append((time.perf_counter() - started) * 1000)
                 raw += text
+                if not first_ms_seen and "event:" in raw:
+                    first_ms_seen = True
+                    first_ms.append((time.perf_counter() - started) * 1000)
         if "event: done" not in raw:
             return "no done event"
         return None
@@ -97,7 +103,7 @@ async def _bench(base: str) -> None:
         f"  RSS                    before {before['rss_bytes'] / mib:.0f} MiB   "
         f"after {after['rss_bytes'] / mib:.0f} MiB"
     )
-    for name in ("tcp_established", "asyncio_tasks", "live_runs"):
+    for name in PROBES:
         print(f"  {name:<22} before {before[name]}   after {after[name]}")
 
 
@@ -132,7 +138,7 @@ async def _disconnects(base: str) -> None:
         after = (await client.get("/bench/process")).json()
     print(f"\n{DISCONNECTS} abrupt disconnects after the first token, {DISCONNECT_CONCURRENCY} "
           f"at a time ({wall:.1f} s)")  # fmt: skip
-    for name in ("tcp_established", "asyncio_tasks", "live_runs"):
+    for name in PROBES:
         print(f"  {name:<22} before {before[name]}   after {after[name]}")
     mib = 1024 * 1024
     print(
