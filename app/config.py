@@ -124,6 +124,29 @@ class Settings(BaseSettings):
     """How long a process keeps a tenant's guardrail settings and FAQ count."""
     checkpoint_pool_size: int = Field(default=5, ge=1)
 
+    # --- Stream resilience, limits, tracing ------------------------------------------------
+    sse_buffer_ttl_seconds: int = Field(default=600, ge=1)
+    """How long a stream's events stay in Redis for `Last-Event-ID` resume."""
+    sse_resume_grace_seconds: float = Field(default=5.0, ge=0)
+    """After a disconnect, how long generation waits for a resuming client before stopping."""
+    sse_retry_ms: int = Field(default=1000, ge=0)
+    """The `retry:` hint sent to EventSource clients (reconnect delay)."""
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
+    rate_limit_user_per_min: int = Field(default=60, ge=0)
+    """Chat requests per user per minute (0: unlimited); tenants may override."""
+    rate_limit_tenant_per_min: int = Field(default=600, ge=0)
+    token_quota_user_per_day: int = Field(default=200_000, ge=0)
+    """Model tokens per user per UTC day (0: unlimited); tenants may override."""
+    token_quota_tenant_per_day: int = Field(default=2_000_000, ge=0)
+    langsmith_tracing: bool = Field(default=False, validation_alias=_env("LANGSMITH_TRACING"))
+    langsmith_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_env("LANGSMITH_API_KEY")
+    )
+    langsmith_endpoint: str | None = Field(
+        default=None, validation_alias=_env("LANGSMITH_ENDPOINT")
+    )
+    langsmith_project: str = Field(default="threadline", validation_alias=_env("LANGSMITH_PROJECT"))
+
     # --- HTTP ------------------------------------------------------------------------------
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest JSON request body; uploads have their own limit."""

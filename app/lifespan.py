@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.chat.guards import ChatGuards
 from app.chat.history import HistoryStore
 from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
@@ -31,6 +32,7 @@ from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.pipeline import IngestionDeps
 from app.llm.providers import build_responder
+from app.observability.tracing import build_tracing
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,8 @@ async def build_resources(settings: Settings) -> Resources:
         jobs = CeleryJobs()
     else:
         jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
+    guards = ChatGuards.build(redis, settings)
+    guards.streams.start_listening()
     return Resources(
         settings=settings,
         urls=urls,
@@ -107,14 +111,16 @@ async def build_resources(settings: Settings) -> Resources:
         history=history,
         checkpoint_pool=pool,
         turn_context=context,
-        runner=TurnRunner(build_graph(TenantScopedSaver(pool)), context),
+        runner=TurnRunner(build_graph(TenantScopedSaver(pool)), context, build_tracing(settings)),
         retriever=retriever,
         ingestion=ingestion,
         jobs=jobs,
+        guards=guards,
     )
 
 
 async def release_resources(resources: Resources) -> None:
+    await resources.guards.streams.close()
     await drain_background()
     await resources.jobs.drain()
     await resources.checkpoint_pool.close()

@@ -20,6 +20,7 @@ from app.faqs.endpoints import router as faqs_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
+from app.observability.endpoints import router as metrics_router
 from app.ops.endpoints import router as ops_router
 from app.sessions.endpoints import router as sessions_router
 
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
     for router in (
         ops_router,
+        metrics_router,
         auth_router,
         admin_auth_router,
         sessions_router,

@@ -4,11 +4,13 @@ write one row)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psutil
 from fastapi import FastAPI
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -86,5 +88,50 @@ def factory() -> FastAPI:
         session.add(turn)
         await session.flush()
         return {"turn_id": str(turn.id)}
+
+    return app
+
+
+class PacedModel(InstantModel):
+    """50 tokens, one every 20 ms: a model that takes a second to answer."""
+
+    async def _astream(
+        self, messages: list[BaseMessage], *_: Any, **__: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for i in range(50):
+            await asyncio.sleep(0.02)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=f"word{i} "))
+
+
+def streaming_factory() -> FastAPI:
+    """The app with the paced model, and a probe of the process's own resources."""
+    app = create_app(get_settings())
+    lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def with_paced_model(application: FastAPI) -> AsyncIterator[None]:
+        async with lifespan(application):
+            context = application.state.resources.turn_context
+            context.responder = ChatModelResponder(PacedModel(), "paced")
+            yield
+
+    app.router.lifespan_context = with_paced_model
+
+    @app.get("/bench/process")
+    async def process() -> dict[str, int]:
+        me = psutil.Process()
+        established = [c for c in me.net_connections("inet") if c.status == "ESTABLISHED"]
+        listening = {c.laddr.port for c in me.net_connections("inet") if c.status == "LISTEN"}
+        clients = [c for c in established if c.laddr.port in listening]
+        redis = [c for c in established if c.raddr and c.raddr.port == 6379]
+        return {
+            "rss_bytes": me.memory_info().rss,
+            "http_client_connections": len(clients),
+            "redis_connections": len(redis),
+            "other_tcp_connections": len(established) - len(clients) - len(redis),
+            "open_files": me.num_fds(),
+            "asyncio_tasks": len(asyncio.all_tasks()),
+            "live_runs": len(app.state.resources.guards.streams.runs),
+        }
 
     return app

@@ -28,6 +28,14 @@ from bench.common import bench_database, percentile, summary, uvicorn_server
 JWT_SECRET = "bench-secret-" + "x" * 40
 PASSWORD = "bench password 1"
 REQUESTS_PER_SESSION = {1: 150, 32: 12}
+# One bench user sends hundreds of turns a minute: lift the rate limits and quotas (0 = none).
+UNLIMITED = {
+    f"THREADLINE_{name}": "0"
+    for name in (
+        "RATE_LIMIT_USER_PER_MIN", "RATE_LIMIT_TENANT_PER_MIN",
+        "TOKEN_QUOTA_USER_PER_DAY", "TOKEN_QUOTA_TENANT_PER_DAY",
+    )
+}  # fmt: skip
 
 
 def _redis_url() -> str | None:
@@ -195,6 +203,7 @@ def main() -> None:
             "DATABASE_URL": owner_url,
             "THREADLINE_JWT_SECRET": JWT_SECRET,
             "THREADLINE_LOG_LEVEL": "WARNING",
+            **UNLIMITED,
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }
         with uvicorn_server(env) as base:

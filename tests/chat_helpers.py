@@ -77,6 +77,8 @@ def parse_sse(raw: str) -> tuple[list[Event], int]:
         for line in block.splitlines():
             key, _, value = line.partition(": ")
             fields[key] = value
+        if "event" not in fields:  # e.g. the `retry:` hint
+            continue
         events.append(Event(fields.get("id"), fields["event"], json.loads(fields["data"])))
     return events, heartbeats
 

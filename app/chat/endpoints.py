@@ -1,16 +1,26 @@
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.principal import CurrentPrincipal
-from app.chat.schemas import ChatRequest, ChatResponse, SourceOut
+from app.auth.principal import CurrentPrincipal, Principal
+from app.chat.idempotency import Claim, fingerprint
+from app.chat.repository import TurnRepository
+from app.chat.resume import check_resumable, parse_last_event_id, resumed_stream
+from app.chat.runner import PreparedTurn
+from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
 from app.chat.service import prepare_turn
-from app.chat.sse import SSE_HEADERS, event_stream
+from app.chat.sse import SSE_HEADERS, Finisher, event_stream, format_event
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import AppError
+from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.core.resources import Resources
+from app.observability import metrics
 
 router = APIRouter(tags=["chat"])
 
@@ -20,49 +30,220 @@ _STREAM_DOC: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
 }
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", description="Retries with this key never run twice."),
+]
+_JOIN_ATTEMPTS = 100
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID")]
+
+
+async def _claim(
+    resources: Resources, principal: Principal, key: str | None, endpoint: str,
+    body: ChatRequest, turn_id: uuid.UUID,
+) -> Claim | None:  # fmt: skip
+    """Claimed before anything is written: a retry that loses the claim leaves no row."""
+    if key is None:
+        return None
+    store = resources.guards.idempotency
+    return await store.claim(principal, key, fingerprint(endpoint, body), turn_id)
+
+
+async def _admit(
+    resources: Resources,
+    session: AsyncSession,
+    principal: Principal,
+    body: ChatRequest,
+    claim: Claim | None,
+    turn_id: uuid.UUID,
+) -> PreparedTurn:
+    """Rate limits and quotas (before the model is called), then the turn is recorded in the
+    request's transaction; a refused turn releases its idempotency claim."""
+    limiter = resources.guards.limiter
+    try:
+        limits = await limiter.limits_for(session, principal.tenant_id)
+        await limiter.admit(principal.tenant_id, principal.user_id, limits)
+        return await prepare_turn(session, principal, body, resources.settings, turn_id)
+    except AppError:
+        if claim is not None:
+            await resources.redis.client.delete(claim.key)
+        raise
+
+
+def _finishers(resources: Resources, claim: Claim | None) -> tuple[Finisher, ...]:
+    guards = resources.guards
+    if claim is None:
+        return (guards.account,)
+    return (guards.account, guards.idempotency.finisher(claim))
 
 
 @router.post("/chat", response_model=ChatResponse)
 async def chat(
-    body: ChatRequest, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+    body: ChatRequest,
+    principal: CurrentPrincipal,
+    session: DbSession,
+    resources: ResourcesDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> ChatResponse:
     """One turn, answered as JSON once complete."""
-    turn = await prepare_turn(session, principal, body, resources.settings)
+    turn_id = uuid.uuid4()
+    claim = await _claim(resources, principal, idempotency_key, "/chat", body, turn_id)
+    if claim is not None and not claim.won:
+        return await _stored_answer(resources, claim)
+    turn = await _admit(resources, session, principal, body, claim, turn_id)
     await session.commit()  # release the connection: the pipeline uses its own transactions
+    run = resources.guards.streams.start(
+        turn, resources.runner.run(turn), buffered=False,
+        finishers=_finishers(resources, claim),
+    )  # fmt: skip
     done: dict[str, Any] | None = None
     sources: list[dict[str, Any]] = []
-    async for event in resources.runner.run(turn):
-        if event.name == "error":
-            raise AppError.of(event.status_code, event.data["code"], event.data["message"])
-        if event.name == "sources":
-            sources = event.data["sources"]
-        if event.name == "done":
-            done = event.data
+    try:
+        while (item := await run.next()) is not None:
+            _, event = item
+            if event.name == "error":
+                raise AppError.of(event.status_code, event.data["code"], event.data["message"])
+            if event.name == "sources":
+                sources = event.data["sources"]
+            if event.name == "done":
+                done = event.data
+    finally:
+        if not run.finished:
+            run.cancel()  # the client went away
     if done is None:
         raise AppError("The turn ended without an answer.")
-    return ChatResponse(
-        session_id=turn.session_id,
-        turn_id=turn.turn_id,
-        status=done["status"],
-        answer=done["answer"],
-        sources=[SourceOut(**s) for s in sources],
-        query_composition=done["query_composition"],
-        context_metadata=done["context_metadata"],
-        usage=done["usage"],
-        model=done["model"],
-        latency_ms=done["latency_ms"],
-        triage=done["triage"],
-        validation=done["validation"],
-    )
+    # The quota and the idempotency record are written before the answer leaves, so the
+    # client's next request sees them.
+    await asyncio.shield(run.task)
+    return ChatResponse.model_validate(chat_answer(turn.session_id, turn.turn_id, done, sources))
+
+
+async def _stored_answer(resources: Resources, claim: Claim) -> ChatResponse:
+    """A retry of a `/chat` request: the first one's answer, once it has one."""
+    timeout = resources.settings.llm_timeout_seconds + 30
+    record = claim.record
+    if record["state"] != "done":
+        found = await resources.guards.idempotency.wait_finished(claim, timeout)
+        if found is None:
+            raise Conflict(
+                "The first request with this Idempotency-Key did not finish; retry.",
+                code="idempotent_request_failed",
+            )
+        record = found
+    metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
+    return ChatResponse.model_validate(record["response"])
 
 
 @router.post("/chat/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
 async def chat_stream(
-    body: ChatRequest, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+    body: ChatRequest,
+    principal: CurrentPrincipal,
+    session: DbSession,
+    resources: ResourcesDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """One turn, streamed as Server-Sent Events. The session is checked before the stream
-    starts (404 as JSON); failures after that arrive as an `error` event."""
-    turn = await prepare_turn(session, principal, body, resources.settings)
+    starts (404 as JSON); failures after that arrive as an `error` event. The turn id is in
+    the `meta` event and the `X-Turn-Id` header, for resume and stop."""
+    turn_id = uuid.uuid4()
+    claim = await _claim(resources, principal, idempotency_key, "/chat/stream", body, turn_id)
+    settings = resources.settings
+    if claim is not None and not claim.won:
+        metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
+        replay = await _joined_stream(resources, principal, claim)
+        headers = {**SSE_HEADERS, "X-Turn-Id": str(claim.turn_id)}
+        return StreamingResponse(replay, media_type="text/event-stream", headers=headers)
+    turn = await _admit(resources, session, principal, body, claim, turn_id)
     await session.commit()
-    stream = event_stream(resources.runner.run(turn), resources.settings.sse_heartbeat_seconds)
-    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+    run = resources.guards.streams.start(
+        turn, resources.runner.run(turn), buffered=True, finishers=_finishers(resources, claim)
+    )
+    metrics.STREAMS_STARTED.labels(kind="new").inc()
+    stream = event_stream(
+        run, settings.sse_heartbeat_seconds, settings.sse_resume_grace_seconds,
+        settings.sse_retry_ms,
+    )  # fmt: skip
+    headers = {**SSE_HEADERS, "X-Turn-Id": str(turn.turn_id)}
+    return StreamingResponse(_counted(stream), media_type="text/event-stream", headers=headers)
+
+
+async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    metrics.STREAMS_ACTIVE.inc()
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        metrics.STREAMS_ACTIVE.dec()
+
+
+async def _joined_stream(
+    resources: Resources, principal: Principal, claim: Claim
+) -> AsyncIterator[bytes]:
+    """A retried stream: the first request's events from its buffer (all of them, then the
+    live rest); when the buffer has expired, the stored answer as one token."""
+    hub, settings = resources.guards.streams, resources.settings
+    for attempt in range(_JOIN_ATTEMPTS):
+        try:
+            await check_resumable(hub, principal, claim.turn_id)
+            break
+        except NotFound:
+            if claim.record["state"] == "done":
+                return _stored_events(claim.record["response"])
+            if attempt == _JOIN_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.05)  # the first request has claimed but not yet started
+    return _counted(
+        resumed_stream(
+            hub, claim.turn_id, 0, heartbeat_seconds=settings.sse_heartbeat_seconds,
+            silence_limit_seconds=settings.llm_timeout_seconds + 30,
+            retry_ms=settings.sse_retry_ms,
+        )
+    )  # fmt: skip
+
+
+async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
+    meta = {k: response[k] for k in ("session_id", "turn_id", "query_composition")}
+    yield format_event(1, "meta", meta)
+    yield format_event(2, "token", {"text": response["answer"]})
+    yield format_event(3, "sources", {"sources": response["sources"]})
+    yield format_event(4, "done", response)
+
+
+@router.get("/chat/{turn_id}/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
+async def resume_stream(
+    turn_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    resources: ResourcesDep,
+    last_event_id: LastEventId = None,
+) -> StreamingResponse:
+    """Resume an interrupted stream: the events after `Last-Event-ID` (all without it), then
+    the live rest. Works on any API process while the stream's buffer lasts."""
+    after = parse_last_event_id(last_event_id)
+    hub, settings = resources.guards.streams, resources.settings
+    await check_resumable(hub, principal, turn_id)
+    metrics.STREAMS_STARTED.labels(kind="resumed").inc()
+    stream = resumed_stream(
+        hub, turn_id, after, heartbeat_seconds=settings.sse_heartbeat_seconds,
+        silence_limit_seconds=settings.llm_timeout_seconds + 30, retry_ms=settings.sse_retry_ms,
+    )  # fmt: skip
+    return StreamingResponse(_counted(stream), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.post("/chat/{turn_id}/stop", status_code=202, response_model=StopResponse)
+async def stop_turn(
+    turn_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+) -> StopResponse:
+    """Stop a running turn (on whichever process runs it): the model call is cancelled, the
+    stream ends with `done` marked `stopped`, the turn is stored `incomplete`."""
+    turn = await TurnRepository(session, principal.tenant_id).get(turn_id)
+    if turn is None or turn.user_id != principal.user_id:
+        raise NotFound("Turn not found.")
+    if turn.status != "pending":
+        raise Conflict("The turn is not running.", code="turn_not_running")
+    try:
+        await resources.guards.streams.stop(turn_id)
+    except Exception:
+        raise ServiceUnavailable(
+            "The stop could not reach the process running this turn.", code="stop_unavailable"
+        ) from None
+    return StopResponse(turn_id=turn_id, status="stopping")

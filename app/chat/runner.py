@@ -26,6 +26,7 @@ from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, initial_state
+from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
 
 logger = logging.getLogger(__name__)
@@ -98,9 +99,12 @@ def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class TurnRunner:
-    def __init__(self, graph: TurnGraph, context: TurnContext) -> None:
+    def __init__(
+        self, graph: TurnGraph, context: TurnContext, tracing: Tracing | None = None
+    ) -> None:
         self.graph = graph
         self.context = context
+        self.tracing = tracing
 
     async def run(self, turn: PreparedTurn) -> AsyncIterator[TurnEvent]:
         progress = _Progress()
@@ -116,6 +120,10 @@ class TurnRunner:
         )
         # thread_id is the session id, always: one checkpoint thread per conversation.
         config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
+        if self.tracing is not None:
+            config |= self.tracing.config_for(
+                str(turn.tenant_id), str(turn.session_id), str(turn.user_id)
+            )
         modes: list[StreamMode] = ["updates", "custom"]
         # Set for the tasks this run creates (they copy the context); not reset with tokens:
         # an async generator may be finalised in another context.

@@ -82,3 +82,38 @@ class ChatResponse(BaseModel):
     """{route, skip_llm, log}: what the input guardrail and triage decided."""
     validation: dict[str, Any] | None = None
     """{sources: {grounded, confidence, issues}, output_guardrail: {safe, issues}}."""
+    stopped: bool = False
+    """True when the turn was stopped on request (then `status` is `incomplete`)."""
+
+
+class StopResponse(BaseModel):
+    turn_id: uuid.UUID
+    status: Literal["stopping"]
+
+
+def chat_answer(
+    session_id: uuid.UUID, turn_id: uuid.UUID, done: dict[str, Any], sources: list[Any]
+) -> dict[str, Any]:
+    """The `/chat` answer from a run's `done` event and its sources: what the endpoint returns
+    and what an idempotent retry gets back."""
+    usage = done.get("usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return {
+        "session_id": str(session_id),
+        "turn_id": str(turn_id),
+        "status": done["status"],
+        "answer": done["answer"],
+        "sources": sources,
+        "query_composition": done.get("query_composition") or "",
+        "context_metadata": done.get("context_metadata") or {},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": int(usage.get("total_tokens", prompt + completion)),
+        },
+        "model": done.get("model") or "",
+        "latency_ms": done.get("latency_ms"),
+        "triage": done.get("triage"),
+        "validation": done.get("validation"),
+        "stopped": bool(done.get("stopped")),
+    }

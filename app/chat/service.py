@@ -19,12 +19,15 @@ from app.privacy.pii import anonymize
 
 
 async def prepare_turn(
-    session: AsyncSession, principal: Principal, body: ChatRequest, settings: Settings
+    session: AsyncSession,
+    principal: Principal,
+    body: ChatRequest,
+    settings: Settings,
+    turn_id: uuid.UUID,
 ) -> PreparedTurn:
     messages = body.conversation()
     query = messages[-1]["content"]
     requested = list(dict.fromkeys(body.attachment_ids))
-    turn_id = uuid.uuid4()
     active = await TurnRepository(session, principal.tenant_id).admit(
         turn_id=turn_id,
         session_id=body.session_id,

@@ -1,15 +1,21 @@
-"""Server-Sent Events: numbered events, heartbeat comments while the model is silent, and
-cancellation of the producer when the client goes away."""
+"""Server-Sent Events: numbered events, heartbeat comments while the model is silent, a
+`retry:` hint, and what happens to the run when the client goes away."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import json
-from collections.abc import AsyncIterator
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.runner import TurnEvent
+from app.chat.runner import PreparedTurn, TurnEvent
+from app.chat.stream_buffer import TERMINAL_EVENTS, BufferWriter
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT = b": keep-alive\n\n"
 # Runs whose client went away, finishing their cancellation (strong references: see asyncio).
@@ -26,54 +32,174 @@ def format_event(event_id: int, name: str, data: dict[str, Any]) -> bytes:
     return f"id: {event_id}\nevent: {name}\ndata: {payload}\n\n".encode()
 
 
-class RunHandle:
-    """A turn running in its own task, its events read through a queue.
+def retry_hint(milliseconds: int) -> bytes:
+    return f"retry: {milliseconds}\n\n".encode()
 
-    The run lives outside the request's (anyio) cancel scope: when the client goes away it
-    is cancelled exactly once and cleans up as a plain asyncio task would — cancelling the
-    graph's node tasks, and with them the model call — instead of being re-cancelled while
-    LangGraph unwinds. Its context is copied, so the request id still reaches logs.
+
+@dataclass
+class RunOutcome:
+    """What a run produced, for the work done once it ends (idempotency record, quota)."""
+
+    turn: PreparedTurn
+    meta: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    terminal: TurnEvent | None = None
+    tokens: int = 0
+
+
+Finisher = Callable[[RunOutcome], Awaitable[None]]
+
+
+class RunHandle:
+    """A turn running in its own task, its events numbered here and read through a queue.
+
+    The run lives outside the request's (anyio) cancel scope: when it must end it is cancelled
+    exactly once and cleans up as a plain asyncio task would — cancelling the graph's node
+    tasks, and with them the model call. Its context is copied, so the request id still
+    reaches logs. Events also go to the stream's Redis buffer (when given) for resume.
     """
 
-    def __init__(self, events: AsyncIterator[TurnEvent]) -> None:
-        self.queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+    def __init__(
+        self,
+        turn: PreparedTurn,
+        events: AsyncIterator[TurnEvent],
+        writer: BufferWriter | None = None,
+        finishers: tuple[Finisher, ...] = (),
+    ) -> None:
+        self.turn = turn
+        self.writer = writer
+        self.finishers = finishers
+        self.outcome = RunOutcome(turn)
+        self.queue: asyncio.Queue[tuple[int, TurnEvent] | None] = asyncio.Queue()
+        self.listening = True  # a local client reads the queue
+        self.stop_requested = False
+        self.attached_at = 0.0  # when a remote (resuming) client last said it is there
+        self._partial: list[str] = []
+        self._watchdog: asyncio.Task[None] | None = None
         self.task = asyncio.create_task(self._produce(events), context=contextvars.copy_context())
         _RUNNING.add(self.task)
         self.task.add_done_callback(_RUNNING.discard)
 
     async def _produce(self, events: AsyncIterator[TurnEvent]) -> None:
+        event_id = 0
         try:
-            async for event in events:
-                await self.queue.put(event)
+            try:
+                async for event in events:
+                    event_id += 1
+                    self._emit(event_id, event)
+            except asyncio.CancelledError:
+                if not self.stop_requested:
+                    raise
+                # Stopped on purpose: the runner has stored the turn incomplete; say so.
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                self._emit(event_id + 1, self._stopped_event())
         finally:
             self.queue.put_nowait(None)
+            if self.writer is not None:
+                self.writer.close()
+            await self._finish()
 
-    async def next(self, wait_seconds: float | None = None) -> TurnEvent | None:
-        """The next event; None at the end. TimeoutError after `wait_seconds` of silence."""
+    def _emit(self, event_id: int, event: TurnEvent) -> None:
+        outcome = self.outcome
+        if event.name == "token":
+            self._partial.append(event.data["text"])
+            outcome.tokens += 1
+        elif event.name == "meta":
+            outcome.meta = event.data
+        elif event.name == "sources":
+            outcome.sources = event.data["sources"]
+        elif event.name in TERMINAL_EVENTS:
+            outcome.terminal = event
+        if self.listening:
+            self.queue.put_nowait((event_id, event))
+        if self.writer is not None:
+            self.writer.append(event_id, event.name, event.data)
+
+    def _stopped_event(self) -> TurnEvent:
+        turn = self.turn
+        return TurnEvent(
+            "done",
+            {
+                "turn_id": str(turn.turn_id),
+                "session_id": str(turn.session_id),
+                "status": "incomplete",
+                "stopped": True,
+                "answer": "".join(self._partial),
+                "query_composition": (self.outcome.meta or {}).get("query_composition"),
+                "usage": {"completion_tokens": self.outcome.tokens},
+                "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
+            },
+        )
+
+    async def _finish(self) -> None:
+        for finisher in self.finishers:
+            try:
+                await finisher(self.outcome)
+            except Exception:
+                logger.exception("could not finish the run", extra={"turn": str(self.turn.turn_id)})
+
+    @property
+    def finished(self) -> bool:
+        return self.task.done() or self.outcome.terminal is not None
+
+    async def next(self, wait_seconds: float | None = None) -> tuple[int, TurnEvent] | None:
+        """The next (id, event); None at the end. TimeoutError after `wait_seconds` of silence."""
         return await asyncio.wait_for(self.queue.get(), wait_seconds)
 
     def cancel(self) -> None:
         if not self.task.done():
             self.task.cancel()  # it finishes on its own (the turn is marked incomplete)
 
+    def stop(self) -> bool:
+        """Stop generation on request: the stream ends with `done` marked stopped."""
+        if self.finished:
+            return False
+        self.stop_requested = True
+        self.cancel()
+        return True
+
+    def detach(self, grace_seconds: float) -> None:
+        """The local client went away. Without a way to resume, stop now; otherwise wait
+        `grace_seconds` for a resuming client (any process) to say it is there."""
+        self.listening = False
+        while not self.queue.empty():  # nobody will read them: free them now
+            self.queue.get_nowait()
+        if self.finished:
+            return
+        if grace_seconds <= 0 or self.writer is None or self.writer.failed:
+            self.cancel()
+            return
+        self.attached_at = time.monotonic()
+        self._watchdog = asyncio.create_task(self._cancel_when_unwatched(grace_seconds))
+
+    async def _cancel_when_unwatched(self, grace_seconds: float) -> None:
+        while not self.task.done():
+            remaining = self.attached_at + grace_seconds - time.monotonic()
+            if remaining <= 0:
+                logger.info("no client resumed the stream: stopping it")
+                self.cancel()
+                return
+            await asyncio.sleep(remaining)
+
 
 async def event_stream(
-    events: AsyncIterator[TurnEvent], heartbeat_seconds: float
+    run: RunHandle, heartbeat_seconds: float, grace_seconds: float, retry_ms: int
 ) -> AsyncIterator[bytes]:
-    """Encode `events`; emit a heartbeat comment after each silent interval; cancel the run
-    when the response is cancelled (the client went away)."""
-    run = RunHandle(events)
-    sequence = 0
+    """Encode the run's events; emit a heartbeat comment after each silent interval; when
+    the response is cancelled (the client went away), detach from the run."""
     try:
+        yield retry_hint(retry_ms)
         while True:
             try:
-                event = await run.next(heartbeat_seconds)
+                item = await run.next(heartbeat_seconds)
             except TimeoutError:
                 yield HEARTBEAT
                 continue
-            if event is None:
+            if item is None:
                 break
-            sequence += 1
-            yield format_event(sequence, event.name, event.data)
+            event_id, event = item
+            yield format_event(event_id, event.name, event.data)
     finally:
-        run.cancel()
+        run.detach(grace_seconds)

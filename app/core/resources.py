@@ -14,6 +14,7 @@ from app.core.redis import RedisHandle
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+    from app.chat.guards import ChatGuards
     from app.chat.history import HistoryStore
     from app.chat.runner import TurnRunner
     from app.core.jobs import CeleryJobs, InProcessJobs
@@ -36,6 +37,7 @@ class Resources:
     retriever: HybridRetriever
     ingestion: IngestionDeps
     jobs: InProcessJobs | CeleryJobs
+    guards: ChatGuards
 
     def use_sessionmaker(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         """Route every database session of the app (requests and pipeline) through this one."""

@@ -175,6 +175,8 @@ async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomp
     tenant, _user, chat, owner = await make_chatter(client, db)
     model = ScriptedChatModel(reply=lambda _: LONG_ANSWER, token_delay=0.02)
     use_model(app, model)
+    resources = app.state.resources  # no resume window: the disconnect stops generation at once
+    resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
 
     await _stream_then_disconnect(
         app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, after_tokens=3

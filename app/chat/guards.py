@@ -1,0 +1,56 @@
+"""What stands around a chat turn: the live runs and their buffers, idempotency keys, limits,
+and the accounting done when a run ends (quota, metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.chat.idempotency import IdempotencyStore
+from app.chat.sse import RunOutcome
+from app.chat.stream_buffer import StreamBuffer
+from app.chat.streams import StreamHub
+from app.config import Settings
+from app.core.redis import RedisHandle
+from app.limits.limiter import UsageLimiter
+from app.observability import metrics
+
+
+@dataclass
+class ChatGuards:
+    streams: StreamHub
+    idempotency: IdempotencyStore
+    limiter: UsageLimiter
+
+    @classmethod
+    def build(cls, redis: RedisHandle, settings: Settings) -> ChatGuards:
+        buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
+        return cls(
+            streams=StreamHub(redis, buffer),
+            idempotency=IdempotencyStore(redis, settings.idempotency_ttl_seconds),
+            limiter=UsageLimiter(redis, settings),
+        )
+
+    async def account(self, outcome: RunOutcome) -> None:
+        """Charge the turn's tokens to the day's quotas and record its metrics."""
+        terminal = outcome.terminal
+        if terminal is None:
+            metrics.STREAMS_ENDED.labels(outcome="cancelled").inc()
+            tokens = outcome.tokens  # what was generated before the cancel
+        elif terminal.name == "error":
+            metrics.STREAMS_ENDED.labels(outcome="error").inc()
+            tokens = outcome.tokens
+        else:
+            done = terminal.data
+            usage = done.get("usage") or {}
+            stopped = bool(done.get("stopped"))
+            metrics.STREAMS_ENDED.labels(outcome="stopped" if stopped else "complete").inc()
+            tokens = int(usage.get("total_tokens", usage.get("completion_tokens", 0)) or 0)
+            source = (done.get("context_metadata") or {}).get("history_source")
+            if source in ("cache", "database"):
+                result = "hit" if source == "cache" else "miss"
+                metrics.HISTORY_CACHE.labels(result=result).inc()
+            metrics.record_turn(
+                done.get("node_ms") or {}, usage, done["status"], float(done.get("turn_ms") or 0)
+            )
+        turn = outcome.turn
+        await self.limiter.charge(turn.tenant_id, turn.user_id, tokens)

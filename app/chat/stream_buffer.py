@@ -1,0 +1,138 @@
+"""A stream's events kept in Redis (a Redis Stream per turn) so any API process can replay
+them after `Last-Event-ID` and follow the live rest.
+
+Entry ids are `<event id>-0`, so "after event n" is simply "after entry n-0" (XREAD/XRANGE).
+The generating process writes through one small task per stream that drains whatever has
+queued up and sends it as one pipeline: a burst of tokens costs one round trip, and the
+stream being read by its own client never waits on Redis. Redis failures are logged once and
+then ignored: the stream goes on, only without resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.redis import RedisHandle
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_EVENTS = frozenset({"done", "error"})
+# Below the client's socket timeout (1 s): a blocking read must return before it.
+_BLOCK_MS = 500
+
+
+@dataclass(frozen=True)
+class BufferedEvent:
+    event_id: int
+    name: str
+    data: dict[str, Any]
+
+
+class StreamBuffer:
+    def __init__(self, redis: RedisHandle, ttl_seconds: int) -> None:
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    def events_key(self, turn_id: uuid.UUID) -> str:
+        return self.redis.key("stream", turn_id, "events")
+
+    def owner_key(self, turn_id: uuid.UUID) -> str:
+        return self.redis.key("stream", turn_id, "owner")
+
+    def writer(self, turn_id: uuid.UUID, owner: str) -> BufferWriter:
+        return BufferWriter(self, turn_id, owner)
+
+    async def owner(self, turn_id: uuid.UUID) -> str | None:
+        raw = await self.redis.client.get(self.owner_key(turn_id))
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def last_event(self, turn_id: uuid.UUID) -> BufferedEvent | None:
+        entries: Any = await self.redis.client.xrevrange(self.events_key(turn_id), count=1)
+        return _decode(entries[0]) if entries else None
+
+    async def read_after(self, turn_id: uuid.UUID, after: int, block: bool) -> list[BufferedEvent]:
+        """Events with an id above `after`; waits briefly for new ones when `block`."""
+        key = self.events_key(turn_id)
+        if not block:
+            entries: Any = await self.redis.client.xrange(key, min=f"({after}-0")
+            return [_decode(entry) for entry in entries]
+        answer: Any = await self.redis.client.xread({key: f"{after}-0"}, block=_BLOCK_MS)
+        return [_decode(entry) for _, entries in answer or [] for entry in entries]
+
+    async def follow(self, turn_id: uuid.UUID, after: int) -> AsyncIterator[BufferedEvent | None]:
+        """Every event after `after`, then the live ones as they arrive; None marks a blocking
+        read that found nothing (so the caller can send heartbeats and check for silence)."""
+        while True:
+            events = await self.read_after(turn_id, after, block=True)
+            if not events:
+                yield None
+                continue
+            for event in events:
+                after = event.event_id
+                yield event
+
+
+def _decode(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
+    entry_id, fields = entry
+    raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    name = fields[b"n"].decode() if b"n" in fields else fields["n"]
+    data = fields[b"d"] if b"d" in fields else fields["d"]
+    return BufferedEvent(int(raw_id.split("-")[0]), name, json.loads(data))
+
+
+class BufferWriter:
+    """Appends one stream's events, in order, without making the stream wait."""
+
+    def __init__(self, buffer: StreamBuffer, turn_id: uuid.UUID, owner: str) -> None:
+        self.buffer = buffer
+        self.key = buffer.events_key(turn_id)
+        self.owner_key = buffer.owner_key(turn_id)
+        self.owner = owner
+        self.pending: asyncio.Queue[BufferedEvent | None] = asyncio.Queue()
+        self.failed = False
+        self.task = asyncio.create_task(self._write())
+
+    def append(self, event_id: int, name: str, data: dict[str, Any]) -> None:
+        self.pending.put_nowait(BufferedEvent(event_id, name, data))
+
+    def close(self) -> None:
+        self.pending.put_nowait(None)
+
+    async def _write(self) -> None:
+        client, ttl = self.buffer.redis.client, self.buffer.ttl
+        try:
+            # The owner goes first: a client may ask to resume before the first event.
+            await client.set(self.owner_key, self.owner, ex=ttl)
+        except Exception:
+            self._fail()
+        closed = False
+        while not closed:
+            batch = [await self.pending.get()]
+            while not self.pending.empty():
+                batch.append(self.pending.get_nowait())
+            closed = batch[-1] is None
+            events = [event for event in batch if event is not None]
+            if not events or self.failed:
+                continue
+            try:
+                async with client.pipeline(transaction=False) as pipe:
+                    for event in events:
+                        payload = json.dumps(event.data, separators=(",", ":"), default=str)
+                        entry = {"n": event.name, "d": payload}
+                        pipe.xadd(self.key, entry, id=f"{event.event_id}-0")  # type: ignore[arg-type]
+                    pipe.expire(self.key, ttl)
+                    pipe.expire(self.owner_key, ttl)
+                    await pipe.execute()
+            except Exception:
+                self._fail()
+
+    def _fail(self) -> None:
+        if not self.failed:
+            logger.warning("stream buffer unavailable: this stream cannot be resumed")
+        self.failed = True

@@ -1,0 +1,131 @@
+"""Requests per minute and model tokens per day, per user and per tenant, counted in Redis.
+
+Both checks happen before the model is called, in one pipelined round trip: the minute
+counters are fixed windows (INCR + EXPIRE), the token counters hold what finished turns used
+today (UTC). A tenant's `settings["limits"]` overrides the defaults from the environment
+(`THREADLINE_RATE_LIMIT_*`, `THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down: no
+limits (chat keeps answering; `/readyz` reports Redis).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.core.errors import TooManyRequests
+from app.core.redis import RedisHandle
+from app.models import Tenant
+from app.observability import metrics
+
+logger = logging.getLogger(__name__)
+
+DAY_SECONDS = 86_400
+_OVERRIDES_TTL_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    user_per_min: int
+    tenant_per_min: int
+    user_tokens_per_day: int
+    tenant_tokens_per_day: int
+
+    @classmethod
+    def defaults(cls, settings: Settings) -> Limits:
+        return cls(
+            settings.rate_limit_user_per_min,
+            settings.rate_limit_tenant_per_min,
+            settings.token_quota_user_per_day,
+            settings.token_quota_tenant_per_day,
+        )
+
+    def overridden(self, overrides: dict[str, Any]) -> Limits:
+        known = {k: int(v) for k, v in overrides.items() if k in self.__dataclass_fields__}
+        return replace(self, **known)
+
+
+class UsageLimiter:
+    def __init__(self, redis: RedisHandle, settings: Settings) -> None:
+        self.redis = redis
+        self.defaults = Limits.defaults(settings)
+        self._overrides: dict[uuid.UUID, tuple[float, dict[str, Any]]] = {}
+
+    async def limits_for(self, db: AsyncSession, tenant_id: uuid.UUID) -> Limits:
+        """The tenant's limits; its overrides are cached briefly (read once per 30 s)."""
+        cached = self._overrides.get(tenant_id)
+        if cached is None or time.monotonic() - cached[0] > _OVERRIDES_TTL_SECONDS:
+            settings = await db.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
+            cached = (time.monotonic(), dict((settings or {}).get("limits") or {}))
+            self._overrides[tenant_id] = cached
+        return self.defaults.overridden(cached[1])
+
+    def _keys(self, tenant_id: uuid.UUID, user_id: uuid.UUID, now: float) -> dict[str, str]:
+        minute, day = int(now // 60), int(now // DAY_SECONDS)
+        return {
+            "user_min": self.redis.key("rl", "u", user_id, minute),
+            "tenant_min": self.redis.key("rl", "t", tenant_id, minute),
+            "user_day": self.redis.key("quota", "u", user_id, day),
+            "tenant_day": self.redis.key("quota", "t", tenant_id, day),
+        }
+
+    async def admit(self, tenant_id: uuid.UUID, user_id: uuid.UUID, limits: Limits) -> None:
+        """Count this request; 429 if over a rate limit or a token quota."""
+        now = time.time()
+        keys = self._keys(tenant_id, user_id, now)
+        try:
+            async with self.redis.client.pipeline(transaction=False) as pipe:
+                pipe.incr(keys["user_min"])
+                pipe.expire(keys["user_min"], 61)
+                pipe.incr(keys["tenant_min"])
+                pipe.expire(keys["tenant_min"], 61)
+                pipe.get(keys["user_day"])
+                pipe.get(keys["tenant_day"])
+                user_count, _, tenant_count, _, user_tokens, tenant_tokens = await pipe.execute()
+        except Exception:
+            logger.warning("rate limiter unavailable: admitting without limits")
+            return
+        until_midnight = str(int(DAY_SECONDS - now % DAY_SECONDS) + 1)
+        for scope, used, quota in (
+            ("user", int(user_tokens or 0), limits.user_tokens_per_day),
+            ("tenant", int(tenant_tokens or 0), limits.tenant_tokens_per_day),
+        ):
+            if quota and used >= quota:
+                metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="tokens").inc()
+                raise TooManyRequests(
+                    f"The daily token quota of this {scope} is used up.",
+                    code="token_quota_exceeded",
+                    headers={"Retry-After": until_midnight},
+                )
+        until_next_minute = str(int(60 - now % 60) + 1)
+        for scope, count, limit in (
+            ("user", user_count, limits.user_per_min),
+            ("tenant", tenant_count, limits.tenant_per_min),
+        ):
+            if limit and count > limit:
+                metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="requests").inc()
+                raise TooManyRequests(
+                    f"Too many chat requests for this {scope}; retry in a minute.",
+                    code="rate_limited",
+                    headers={"Retry-After": until_next_minute},
+                )
+
+    async def charge(self, tenant_id: uuid.UUID, user_id: uuid.UUID, tokens: int) -> None:
+        """Add a finished turn's tokens to today's counters."""
+        if tokens <= 0:
+            return
+        keys = self._keys(tenant_id, user_id, time.time())
+        try:
+            async with self.redis.client.pipeline(transaction=False) as pipe:
+                for key in (keys["user_day"], keys["tenant_day"]):
+                    pipe.incrby(key, tokens)
+                    pipe.expire(key, 2 * DAY_SECONDS)
+                await pipe.execute()
+        except Exception:
+            logger.warning("could not count a turn's tokens against the quota")

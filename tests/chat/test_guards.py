@@ -1,0 +1,185 @@
+"""Idempotency keys, rate limits and token quotas, metrics, and chat without Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.core.db import scope_to_tenant
+from app.main import create_app
+from app.models import Tenant
+from tests.chat_helpers import stream_chat, use_model
+from tests.factories import make_chatter
+from tests.fakes import ScriptedChatModel
+
+pytestmark = pytest.mark.committed
+
+ANSWER = " ".join(f"word{i}" for i in range(20))
+
+
+async def _set_limits(db: AsyncSession, tenant_id: uuid.UUID, **limits: int) -> None:
+    await scope_to_tenant(db, tenant_id)
+    await db.execute(
+        update(Tenant).where(Tenant.id == tenant_id).values(settings={"limits": limits})
+    )
+    await db.commit()
+
+
+async def test_ten_concurrent_retries_with_one_key_call_the_model_once(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.01)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "only once, please"}
+    headers = {**owner.headers, "Idempotency-Key": "retry-me"}
+
+    responses = await asyncio.gather(
+        *(client.post("/chat", json=body, headers=headers) for _ in range(10))
+    )
+    assert [r.status_code for r in responses] == [200] * 10, responses[0].text
+    answers = {(r.json()["turn_id"], r.json()["answer"]) for r in responses}
+    assert len(answers) == 1
+    assert len(model.answer_prompts()) == 1
+
+    later = await client.post("/chat", json=body, headers=headers)
+    assert later.json()["turn_id"] == responses[0].json()["turn_id"]
+    assert len(model.answer_prompts()) == 1
+
+    other_body = await client.post(
+        "/chat", json={**body, "message": "something else"}, headers=headers
+    )
+    assert other_body.status_code == 422
+    assert other_body.json()["error"]["code"] == "idempotency_key_reused"
+
+    redis = app.state.resources.redis
+    key = app.state.resources.guards.idempotency.key(owner_principal(owner, chat), "retry-me")
+    ttl = await redis.client.ttl(key)
+    assert 24 * 3600 - 60 < ttl <= 24 * 3600
+
+
+def owner_principal(owner: object, chat: object) -> object:
+    from app.auth.principal import Principal
+
+    return Principal(chat.user_id, chat.tenant_id, "", "member", "token")  # type: ignore[attr-defined]
+
+
+async def test_a_retried_stream_joins_the_running_one(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.02)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "stream once"}
+    headers = {**owner.headers, "Idempotency-Key": "stream-key"}
+
+    first, second = await asyncio.gather(
+        stream_chat(client, headers, body), stream_chat(client, headers, body)
+    )
+    assert first[0].status_code == second[0].status_code == 200
+    assert [(e.id, e.name, e.data) for e in first[1]] == [(e.id, e.name, e.data) for e in second[1]]
+    assert first[1][-1].name == "done"
+    assert len(model.answer_prompts()) == 1
+
+
+async def test_a_burst_over_the_rate_limit_gets_429_with_retry_after(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await _set_limits(db, tenant.id, user_per_min=3)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    responses = [await client.post("/chat", json=body, headers=owner.headers) for _ in range(5)]
+    assert [r.status_code for r in responses] == [200, 200, 200, 429, 429]
+    refused = responses[-1]
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(refused.headers["retry-after"]) <= 61
+    metrics = (await client.get("/metrics")).text
+    assert 'threadline_limit_rejections_total{kind="requests",scope="user"}' in metrics
+
+
+async def test_an_exhausted_daily_token_quota_refuses_before_the_model_is_called(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER)
+    use_model(app, model)
+    await _set_limits(db, tenant.id, tenant_tokens_per_day=10_000)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    first = await client.post("/chat", json=body, headers=owner.headers)
+    assert first.status_code == 200
+    used = first.json()["usage"]["total_tokens"]
+    assert used > 0
+    # Mid-day, the tenant has used up its tokens (other users' turns, say).
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    day_key = limiter._keys(tenant.id, user.id, time.time())["tenant_day"]
+    assert int(await redis.client.get(day_key)) == used
+    await redis.client.incrby(day_key, 10_000)
+
+    refused = await client.post("/chat", json=body, headers=owner.headers)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "token_quota_exceeded"
+    assert int(refused.headers["retry-after"]) > 0
+    streamed = await client.post("/chat/stream", json=body, headers=owner.headers)
+    assert streamed.status_code == 429
+    assert len(model.answer_prompts()) == 1  # refused before the model
+
+
+async def test_metrics_expose_nodes_tokens_streams_and_the_cache(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    await stream_chat(client, owner.headers, body)
+    await client.post("/chat", json=body, headers=owner.headers)
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    for needle in (
+        'threadline_node_seconds_count{node="generate"}',
+        'threadline_node_seconds_count{node="retrieve"}',
+        'threadline_tokens_total{kind="completion"}',
+        'threadline_streams_started_total{kind="new"}',
+        "threadline_streams_active",
+        'threadline_history_cache_total{result="hit"}',
+        'threadline_history_cache_total{result="miss"}',
+        'threadline_turn_seconds_count{status="complete"}',
+    ):
+        assert needle in text, needle
+
+
+async def test_without_redis_chat_answers_and_readyz_says_redis_is_down(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> None:
+    down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
+                                       "rate_limit_user_per_min": 1})  # fmt: skip
+    application = create_app(down)
+    async with application.router.lifespan_context(application):
+        application.state.resources.use_sessionmaker(sessionmaker)
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t.test") as client:
+            _tenant, _user, chat, owner = await make_chatter(client, db)
+            body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+            headers = {**owner.headers, "Idempotency-Key": "k"}
+            answers = [await client.post("/chat", json=body, headers=headers) for _ in range(2)]
+            assert [a.status_code for a in answers] == [200, 200]  # no rate limit without Redis
+            response, events, _ = await stream_chat(client, owner.headers, body)
+            assert response.status_code == 200
+            assert events[-1].name == "done"
+            resumed = await client.get(
+                f"/chat/{events[0].data['turn_id']}/stream",
+                headers={**owner.headers, "Last-Event-ID": "1"},
+            )
+            assert resumed.status_code == 503
+            assert resumed.json()["error"]["code"] == "resume_unavailable"
+            ready = (await client.get("/readyz")).json()
+            assert ready["checks"]["redis"]["status"] == "down"
+            assert ready["status"] == "degraded"

@@ -1,0 +1,247 @@
+"""Resume with Last-Event-ID (on another process), stop, and what disconnects leave behind."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.core.db import scope_to_tenant
+from app.models import QueryHistory
+from tests.chat.stream_driver import other_process, stream_until
+from tests.chat_helpers import Event, parse_sse, use_model
+from tests.factories import make_chatter
+from tests.fakes import ScriptedChatModel
+
+pytestmark = pytest.mark.committed
+
+ANSWER = " ".join(f"word{i}" for i in range(50))
+
+
+async def _stored_turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> QueryHistory:
+    for _ in range(100):  # written by a task that outlives the request
+        await scope_to_tenant(db, tenant_id)
+        turn = await db.scalar(
+            select(QueryHistory)
+            .where(QueryHistory.id == uuid.UUID(turn_id))
+            .execution_options(populate_existing=True)
+        )
+        await db.commit()
+        if turn is not None and turn.status != "pending":
+            return turn
+        await asyncio.sleep(0.05)
+    raise AssertionError("the turn was not finished")
+
+
+async def _pending_turn_id(db: AsyncSession, tenant_id: uuid.UUID) -> str:
+    await scope_to_tenant(db, tenant_id)
+    turn_id = await db.scalar(select(QueryHistory.id).where(QueryHistory.status == "pending"))
+    await db.commit()
+    return str(turn_id)
+
+
+async def _resume(
+    client: httpx.AsyncClient, headers: dict[str, str], turn_id: str, last_id: str | None
+) -> tuple[httpx.Response, list[Event]]:
+    extra = {} if last_id is None else {"Last-Event-ID": last_id}
+    async with client.stream(
+        "GET", f"/chat/{turn_id}/stream", headers={**headers, **extra}
+    ) as response:
+        raw = (await response.aread()).decode()
+    return response, (parse_sse(raw)[0] if response.status_code == 200 else [])
+
+
+def _cut_after(marker: bytes, count: int = 1) -> Any:
+    return lambda received: received.count(marker) >= count
+
+
+@pytest.mark.parametrize(
+    ("where", "cut"),
+    [
+        ("before the first token", _cut_after(b"event: meta")),
+        ("mid-answer", _cut_after(b"event: token", 20)),
+        ("after sources", _cut_after(b"event: sources")),
+    ],
+)
+async def test_a_cut_stream_resumes_on_another_process_without_gap_or_duplicate(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    where: str,
+    cut: Any,
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.01)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "tell me everything"}
+
+    raw, headers = await stream_until(app, owner.headers, body, cut)
+    before, _ = parse_sse(raw.decode())
+    turn_id = headers["x-turn-id"]
+    assert before and before[0].name == "meta" and before[0].data["turn_id"] == turn_id
+
+    async with other_process(settings, sessionmaker) as (_, other):
+        response, after = await _resume(other, owner.headers, turn_id, before[-1].id)
+    assert response.status_code == 200, where
+    events = before + after
+    assert [int(e.id or 0) for e in events] == list(range(1, len(events) + 1)), where
+    assert [e.name for e in events][-2:] == ["sources", "done"]
+    done = events[-1].data
+    assert done["status"] == "complete", where
+    assert "".join(e.data["text"] for e in events if e.name == "token") == done["answer"]
+    assert model.tokens_streamed == 50  # one generation, finished for the resumed client
+    assert len(model.answer_prompts()) == 1
+    assert (await _stored_turn(db, tenant.id, turn_id)).status == "complete"
+
+
+async def test_resuming_after_the_end_replays_only_what_was_missed(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    async with client.stream(
+        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+        headers=owner.headers,
+    ) as response:  # fmt: skip
+        full, _ = parse_sse((await response.aread()).decode())
+        turn_id = response.headers["x-turn-id"]
+    _, replay = await _resume(client, owner.headers, turn_id, "2")
+    assert [(e.id, e.name, e.data) for e in replay] == [(e.id, e.name, e.data) for e in full[2:]]
+    _, everything = await _resume(client, owner.headers, turn_id, None)
+    assert [e.id for e in everything] == [e.id for e in full]
+
+
+async def test_another_users_stream_is_404_and_a_bad_last_event_id_is_400(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    _t2, _u2, _c2, stranger = await make_chatter(client, db)
+    async with client.stream(
+        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+        headers=owner.headers,
+    ) as response:  # fmt: skip
+        await response.aread()
+        turn_id = response.headers["x-turn-id"]
+    foreign, _ = await _resume(client, stranger.headers, turn_id, "1")
+    assert foreign.status_code == 404
+    assert foreign.json()["error"]["code"] == "stream_not_found"
+    unknown, _ = await _resume(client, owner.headers, str(uuid.uuid4()), "1")
+    assert unknown.status_code == 404
+    bad, _ = await _resume(client, owner.headers, turn_id, "abc")
+    assert bad.status_code == 400
+
+
+async def test_stop_from_another_process_cancels_the_model_and_stores_the_partial_answer(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.03)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "go"}
+    async with other_process(settings, sessionmaker) as (_, other):
+        streaming = asyncio.create_task(stream_until(app, owner.headers, body, lambda _: False))
+        for _ in range(500):
+            if model.tokens_streamed >= 5:
+                break
+            await asyncio.sleep(0.01)
+        turn_id = await _pending_turn_id(db, tenant.id)
+        stop = await other.post(f"/chat/{turn_id}/stop", headers=owner.headers)
+        assert stop.status_code == 202, stop.text
+        assert stop.json() == {"turn_id": turn_id, "status": "stopping"}
+        raw, headers = await streaming
+    assert headers["x-turn-id"] == turn_id
+    events, _ = parse_sse(raw.decode())
+
+    done = events[-1]
+    assert done.name == "done"
+    assert done.data["status"] == "incomplete" and done.data["stopped"] is True
+    streamed = "".join(e.data["text"] for e in events if e.name == "token")
+    assert done.data["answer"] == streamed
+    assert [int(e.id or 0) for e in events] == list(range(1, len(events) + 1))
+    stored = await _stored_turn(db, tenant.id, turn_id)
+    assert stored.status == "incomplete"
+    assert stored.answer == streamed
+    generated = model.tokens_streamed
+    assert generated < 50
+    await asyncio.sleep(0.2)
+    assert model.tokens_streamed == generated  # the model call is gone
+    again = await client.post(f"/chat/{turn_id}/stop", headers=owner.headers)
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "turn_not_running"
+
+
+async def test_stopping_someone_elses_turn_is_404(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    _t2, _u2, _c2, stranger = await make_chatter(client, db)
+    response = await client.post("/chat", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+                                 headers=owner.headers)  # fmt: skip
+    turn_id = response.json()["turn_id"]
+    assert (await client.post(f"/chat/{turn_id}/stop", headers=stranger.headers)).status_code == 404
+
+
+async def test_without_a_resuming_client_generation_stops_after_the_grace_period(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    resources = app.state.resources
+    resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0.3})
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.05)
+    use_model(app, model)
+    _, headers = await stream_until(
+        app, owner.headers, {"session_id": str(chat.id), "message": "go"},
+        _cut_after(b"event: token", 2),
+    )  # fmt: skip
+    turn = await _stored_turn(db, tenant.id, headers["x-turn-id"])
+    assert turn.status == "incomplete"
+    assert model.tokens_streamed < 50
+
+
+def _tasks() -> set[asyncio.Task[object]]:
+    """The loop's tasks but psycopg's pool workers, which the checkpoint pool starts and
+    retires on its own schedule (its connections are checked separately below)."""
+    return {t for t in asyncio.all_tasks() if "AsyncConnectionPool.worker" not in repr(t)}
+
+
+async def test_many_abrupt_disconnects_return_tasks_and_connections_to_baseline(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    resources = app.state.resources
+    resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
+    use_model(app, ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.005))
+    body = {"session_id": str(chat.id), "message": "go"}
+    await stream_until(app, owner.headers, body, _cut_after(b"event: token", 1))  # warm up
+    await asyncio.sleep(0.3)
+    pool = resources.turn_context.sessionmaker.kw["bind"].pool
+    tasks_before, checked_out_before = _tasks(), pool.checkedout()
+
+    for batch in range(10):  # 100 disconnects, 10 at a time, at varying points
+        await asyncio.gather(
+            *(
+                stream_until(app, owner.headers, body, _cut_after(b"event: token", 1 + i + batch))
+                for i in range(10)
+            )
+        )
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if not resources.guards.streams.runs and _tasks() <= tasks_before:
+            break
+    assert resources.guards.streams.runs == {}
+    assert _tasks() <= tasks_before  # nothing the disconnected streams started lives on
+    assert pool.checkedout() == checked_out_before
+    stats = resources.checkpoint_pool.get_stats()
+    assert stats.get("pool_size", 0) == stats.get("pool_available", 0)  # none checked out
