@@ -108,7 +108,7 @@ async def test_resuming_after_the_end_replays_only_what_was_missed(
 ) -> None:
     _tenant, _user, chat, owner = await make_chatter(client, db)
     async with client.stream(
-        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "Refunds?"},
         headers=owner.headers,
     ) as response:  # fmt: skip
         full, _ = parse_sse((await response.aread()).decode())
@@ -125,7 +125,7 @@ async def test_another_users_stream_is_404_and_a_bad_last_event_id_is_400(
     _tenant, _user, chat, owner = await make_chatter(client, db)
     _t2, _u2, _c2, stranger = await make_chatter(client, db)
     async with client.stream(
-        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "Refunds?"},
         headers=owner.headers,
     ) as response:  # fmt: skip
         await response.aread()
@@ -187,7 +187,7 @@ async def test_stopping_someone_elses_turn_is_404(
 ) -> None:
     _tenant, _user, chat, owner = await make_chatter(client, db)
     _t2, _u2, _c2, stranger = await make_chatter(client, db)
-    response = await client.post("/chat", json={"session_id": str(chat.id), "message": "How are refunds handled?"},
+    response = await client.post("/chat", json={"session_id": str(chat.id), "message": "Refunds?"},
                                  headers=owner.headers)  # fmt: skip
     turn_id = response.json()["turn_id"]
     assert (await client.post(f"/chat/{turn_id}/stop", headers=stranger.headers)).status_code == 404
