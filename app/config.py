@@ -100,6 +100,14 @@ class Settings(BaseSettings):
     """Anonymise PII in stored queries, answers and attachment text."""
     sse_heartbeat_seconds: float = Field(default=10.0, gt=0)
     checkpoint_pool_size: int = Field(default=5, ge=1)
+    checkpoints_per_thread: int = Field(default=3, ge=0)
+    """Checkpoints kept per conversation (older ones are pruned after each turn); 0 keeps all."""
+
+    # --- Data rights -------------------------------------------------------------------------
+    retention_sweep_seconds: int = Field(default=3600, ge=1)
+    """Interval of the retention sweep (turn age limits, expired logins, orphan checkpoints)."""
+    export_batch_rows: int = Field(default=500, ge=1, le=10000)
+    """Rows fetched per round trip while streaming `GET /me/export`."""
 
     # --- HTTP ------------------------------------------------------------------------------
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from app.attachments.endpoints import router as attachments_router
+from app.audit.endpoints import router as audit_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
 from app.chat.endpoints import router as chat_router
@@ -19,6 +20,8 @@ from app.core.middleware import (
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
 from app.ops.endpoints import router as ops_router
+from app.privacy.endpoints import router as privacy_router
+from app.retention.endpoints import router as retention_router
 from app.sessions.endpoints import router as sessions_router
 
 UPLOAD_PATHS = ("/attachments", "/kb/documents")
@@ -49,6 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         chat_router,
         attachments_router,
         knowledge_router,
+        privacy_router,
+        audit_router,
+        retention_router,
     ):
         app.include_router(router)
     return app
