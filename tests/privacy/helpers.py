@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 from dataclasses import dataclass, field
 
 import httpx
@@ -122,7 +121,7 @@ async def tables_naming(settings: Settings, ids: set[str]) -> dict[str, int]:
                     hits += await probe.scalar(
                         text(
                             f'SELECT count(*) FROM "{table}" '
-                            f'WHERE position(convert_to(:id, \'UTF8\') in "{column}") > 0'
+                            f"WHERE position(convert_to(:id, 'UTF8') in \"{column}\") > 0"
                         ),
                         {"id": one},
                     )
