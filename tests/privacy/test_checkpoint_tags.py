@@ -3,7 +3,6 @@ tenant only, and no tenant can tag a row as another's."""
 
 from __future__ import annotations
 
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
