@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import scope_to_tenant
@@ -42,8 +42,10 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Select[Any]]]:
-    """Each top-level list of the export and the query of its rows, in a stable order."""
+def _sections(
+    tenant_id: uuid.UUID, user_id: uuid.UUID
+) -> list[tuple[str, Select[Any], tuple[str, ...]]]:
+    """Each top-level list of the export, the query of its rows, and their order."""
     return [
         (
             "sessions",
@@ -54,9 +56,8 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 ChatSession.summarized_turns,
                 ChatSession.created_at,
                 ChatSession.updated_at,
-            )
-            .where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id)
-            .order_by(ChatSession.created_at, ChatSession.id),
+            ).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id),
+            ("created_at", "id"),
         ),
         (
             "turns",
@@ -75,9 +76,8 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 QueryHistory.latency_ms,
                 QueryHistory.created_at,
                 QueryHistory.completed_at,
-            )
-            .where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id)
-            .order_by(QueryHistory.created_at, QueryHistory.id),
+            ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id),
+            ("created_at", "id"),
         ),
         (
             "attachments",
@@ -92,9 +92,8 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 Attachment.ingestion,
                 Attachment.text,
                 Attachment.created_at,
-            )
-            .where(Attachment.tenant_id == tenant_id, Attachment.user_id == user_id)
-            .order_by(Attachment.created_at, Attachment.id),
+            ).where(Attachment.tenant_id == tenant_id, Attachment.user_id == user_id),
+            ("created_at", "id"),
         ),
         (
             "session_attachments",
@@ -108,8 +107,8 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 (ChatSession.tenant_id == SessionAttachment.tenant_id)
                 & (ChatSession.id == SessionAttachment.session_id),
             )
-            .where(SessionAttachment.tenant_id == tenant_id, ChatSession.user_id == user_id)
-            .order_by(SessionAttachment.created_at),
+            .where(SessionAttachment.tenant_id == tenant_id, ChatSession.user_id == user_id),
+            ("created_at", "session_id", "attachment_id"),
         ),
         (
             "api_keys",
@@ -121,9 +120,8 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 ApiKey.last_used_at,
                 ApiKey.revoked_at,
                 ApiKey.created_at,
-            )
-            .where(ApiKey.tenant_id == tenant_id, ApiKey.user_id == user_id)
-            .order_by(ApiKey.created_at),
+            ).where(ApiKey.tenant_id == tenant_id, ApiKey.user_id == user_id),
+            ("created_at", "id"),
         ),
         (
             "admin_reads",  # the audit log's entries about this user
@@ -134,11 +132,24 @@ def _sections(tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[tuple[str, Selec
                 AuditLog.resource,
                 AuditLog.details,
                 AuditLog.created_at,
-            )
-            .where(AuditLog.tenant_id == tenant_id, AuditLog.target_user_id == user_id)
-            .order_by(AuditLog.id),
+            ).where(AuditLog.tenant_id == tenant_id, AuditLog.target_user_id == user_id),
+            ("id",),
         ),
     ]
+
+
+def _as_json_text(
+    statement: Select[Any], order: tuple[str, ...], batch_rows: int
+) -> Select[Any]:
+    """Each row as JSON text made by PostgreSQL (ISO times, string UUIDs): no per-row Python
+    objects beyond one string, and no re-encoding of the JSONB columns."""
+    rows = statement.subquery("r")
+    return (
+        select(literal_column("row_to_json(r)::text"))
+        .select_from(rows)
+        .order_by(*(rows.c[key] for key in order))
+        .execution_options(yield_per=batch_rows)
+    )
 
 
 async def _profile(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> dict[str, Any]:
@@ -169,12 +180,12 @@ async def export_user(
                 "user": await _profile(db, tenant_id, user_id),
             }
             yield _json(head)[:-1]  # the object stays open for the lists that follow
-            for name, statement in _sections(tenant_id, user_id):
+            for name, statement, order in _sections(tenant_id, user_id):
                 yield b',"' + name.encode() + b'":['
-                rows = await db.stream(statement.execution_options(yield_per=batch_rows))
+                rows = await db.stream(_as_json_text(statement, order, batch_rows))
                 first = True
                 async for partition in rows.partitions():
-                    chunk = b",".join(_json(dict(row._mapping)) for row in partition)
+                    chunk = ",".join(row[0] for row in partition).encode()
                     yield chunk if first else b"," + chunk
                     first = False
                 yield b"]"
