@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     # --- Data rights -------------------------------------------------------------------------
     retention_sweep_seconds: int = Field(default=3600, ge=1)
     """Interval of the retention sweep (turn age limits, expired logins, orphan checkpoints)."""
-    export_batch_rows: int = Field(default=500, ge=1, le=10000)
+    export_batch_rows: int = Field(default=100, ge=1, le=10000)
     """Rows fetched per round trip while streaming `GET /me/export`."""
 
     # --- HTTP ------------------------------------------------------------------------------
