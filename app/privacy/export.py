@@ -138,9 +138,7 @@ def _sections(
     ]
 
 
-def _as_json_text(
-    statement: Select[Any], order: tuple[str, ...], batch_rows: int
-) -> Select[Any]:
+def _as_json_text(statement: Select[Any], order: tuple[str, ...], batch_rows: int) -> Select[Any]:
     """Each row as JSON text made by PostgreSQL (ISO times, string UUIDs): no per-row Python
     objects beyond one string, and no re-encoding of the JSONB columns."""
     rows = statement.subquery("r")
