@@ -123,6 +123,14 @@ class Settings(BaseSettings):
     tenant_policy_cache_seconds: float = Field(default=30.0, ge=0)
     """How long a process keeps a tenant's guardrail settings and FAQ count."""
     checkpoint_pool_size: int = Field(default=5, ge=1)
+    checkpoints_per_thread: int = Field(default=3, ge=0)
+    """Checkpoints kept per conversation (older ones are pruned after each turn); 0 keeps all."""
+
+    # --- Data rights -------------------------------------------------------------------------
+    retention_sweep_seconds: int = Field(default=3600, ge=1)
+    """Interval of the retention sweep (turn age limits, expired logins, orphan checkpoints)."""
+    export_batch_rows: int = Field(default=100, ge=1, le=10000)
+    """Rows fetched per round trip while streaming `GET /me/export`."""
 
     # --- Stream resilience, limits, tracing ------------------------------------------------
     sse_buffer_ttl_seconds: int = Field(default=600, ge=1)

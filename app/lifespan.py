@@ -33,6 +33,7 @@ from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.pipeline import IngestionDeps
 from app.llm.providers import build_responder
 from app.observability.tracing import build_tracing
+from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ async def build_resources(settings: Settings) -> Resources:
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
     )
+    saver = TenantScopedSaver(pool)
+    saver.keep_checkpoints = settings.checkpoints_per_thread
     jobs: InProcessJobs | CeleryJobs
     if settings.celery_broker_url:
         jobs = CeleryJobs()
@@ -111,7 +114,7 @@ async def build_resources(settings: Settings) -> Resources:
         history=history,
         checkpoint_pool=pool,
         turn_context=context,
-        runner=TurnRunner(build_graph(TenantScopedSaver(pool)), context, build_tracing(settings)),
+        runner=TurnRunner(build_graph(saver), context, build_tracing(settings)),
         retriever=retriever,
         ingestion=ingestion,
         jobs=jobs,
@@ -133,6 +136,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     resources = await build_resources(settings)
     app.state.resources = resources
+    # Celery beat runs the retention sweep when there is a broker; else this process does.
+    retention = None
+    if not settings.celery_broker_url:
+        retention = RetentionScheduler(resources, settings.retention_sweep_seconds)
+        retention.start()
     logger.info(
         "threadline started",
         extra={
@@ -144,6 +152,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        if retention is not None:
+            await retention.stop()
         await release_resources(resources)
         if settings.embedded_database and getattr(app.state, "serving_process", False):
             from app.core.embedded import release_embedded_postgres

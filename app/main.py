@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from app.attachments.endpoints import router as attachments_router
+from app.audit.endpoints import router as audit_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
 from app.chat.endpoints import router as chat_router
@@ -22,6 +23,8 @@ from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
 from app.observability.endpoints import router as metrics_router
 from app.ops.endpoints import router as ops_router
+from app.privacy.endpoints import router as privacy_router
+from app.retention.endpoints import router as retention_router
 from app.sessions.endpoints import router as sessions_router
 
 UPLOAD_PATHS = ("/attachments", "/kb/documents")
@@ -55,6 +58,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         knowledge_router,
         faqs_router,
         guardrails_router,
+        privacy_router,
+        audit_router,
+        retention_router,
     ):
         app.include_router(router)
     return app

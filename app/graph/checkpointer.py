@@ -13,11 +13,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.postgres.base import MIGRATIONS
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
+
+from app.graph.checkpoint_pruning import PRUNE_THREAD, prune_parameters
 
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
 _SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
@@ -28,7 +32,29 @@ class CheckpointSchemaError(RuntimeError):
 
 
 class TenantScopedSaver(AsyncPostgresSaver):
-    """`AsyncPostgresSaver` whose every database use runs in the current turn's tenant."""
+    """`AsyncPostgresSaver` whose every database use runs in the current turn's tenant, and
+    that keeps at most `keep_checkpoints` checkpoints per thread (0: all of them)."""
+
+    keep_checkpoints: int = 0
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        stored = await super().aput(config, checkpoint, metadata, new_versions)
+        if self.keep_checkpoints > 0:
+            where = stored["configurable"]
+            async with self._cursor() as cursor:
+                await cursor.execute(
+                    PRUNE_THREAD,
+                    prune_parameters(
+                        where["thread_id"], where["checkpoint_ns"], self.keep_checkpoints
+                    ),
+                )
+        return stored
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:

@@ -10,7 +10,7 @@ from celery import Celery
 
 from app.config import get_settings
 
-TASK_MODULES: list[str] = ["app.worker.tasks"]
+TASK_MODULES: list[str] = ["app.worker.tasks", "app.retention.tasks"]
 
 
 def create_celery() -> Celery:
@@ -25,7 +25,12 @@ def create_celery() -> Celery:
         accept_content=["json"],
         timezone="UTC",
         broker_connection_retry_on_startup=True,
-        beat_schedule={},
+        beat_schedule={
+            "retention-sweep": {
+                "task": "threadline.retention.sweep",  # app.retention.tasks.SWEEP
+                "schedule": float(settings.retention_sweep_seconds),
+            }
+        },
     )
     return app
 

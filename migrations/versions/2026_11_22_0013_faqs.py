@@ -1,7 +1,7 @@
 """Tenant-curated FAQ entries for the triage fast path.
 
 Revision ID: 0013
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-22
 """
 
@@ -14,7 +14,7 @@ from rls_ops import embedding_dim, enable_tenant_rls, grant_dml
 from sqlalchemy.dialects import postgresql as pg
 
 revision: str = "0013"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

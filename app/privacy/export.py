@@ -1,0 +1,190 @@
+"""`GET /me/export`: everything Threadline holds about a user, streamed as one JSON document.
+
+Rows are read through server-side cursors in batches (`yield_per`) inside one transaction and
+written out as they arrive, so memory stays flat however long the history: a 10,000-turn
+export holds one batch at a time (bench/privacy.py measures it).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Select, literal_column, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.core.db import scope_to_tenant
+from app.models import (
+    ApiKey,
+    Attachment,
+    AuditLog,
+    ChatSession,
+    QueryHistory,
+    SessionAttachment,
+    User,
+)
+
+FORMAT_VERSION = 1
+
+
+def _default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _sections(
+    tenant_id: uuid.UUID, user_id: uuid.UUID
+) -> list[tuple[str, Select[Any], tuple[str, ...]]]:
+    """Each top-level list of the export, the query of its rows, and their order."""
+    return [
+        (
+            "sessions",
+            select(
+                ChatSession.id,
+                ChatSession.title,
+                ChatSession.summary,
+                ChatSession.summarized_turns,
+                ChatSession.created_at,
+                ChatSession.updated_at,
+            ).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id),
+            ("created_at", "id"),
+        ),
+        (
+            "turns",
+            select(
+                QueryHistory.id,
+                QueryHistory.session_id,
+                QueryHistory.user_query,
+                QueryHistory.answer,
+                QueryHistory.status,
+                QueryHistory.query_composition,
+                QueryHistory.context_metadata,
+                QueryHistory.attachment_ids,
+                QueryHistory.model,
+                QueryHistory.prompt_tokens,
+                QueryHistory.completion_tokens,
+                QueryHistory.latency_ms,
+                QueryHistory.created_at,
+                QueryHistory.completed_at,
+            ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id),
+            ("created_at", "id"),
+        ),
+        (
+            "attachments",
+            select(
+                Attachment.id,
+                Attachment.filename,
+                Attachment.content_type,
+                Attachment.size_bytes,
+                Attachment.content_hash,
+                Attachment.status,
+                Attachment.chunk_count,
+                Attachment.ingestion,
+                Attachment.text,
+                Attachment.created_at,
+            ).where(Attachment.tenant_id == tenant_id, Attachment.user_id == user_id),
+            ("created_at", "id"),
+        ),
+        (
+            "session_attachments",
+            select(
+                SessionAttachment.session_id,
+                SessionAttachment.attachment_id,
+                SessionAttachment.created_at,
+            )
+            .join(
+                ChatSession,
+                (ChatSession.tenant_id == SessionAttachment.tenant_id)
+                & (ChatSession.id == SessionAttachment.session_id),
+            )
+            .where(SessionAttachment.tenant_id == tenant_id, ChatSession.user_id == user_id),
+            ("created_at", "session_id", "attachment_id"),
+        ),
+        (
+            "api_keys",
+            select(
+                ApiKey.id,
+                ApiKey.name,
+                ApiKey.key_prefix,
+                ApiKey.role,
+                ApiKey.last_used_at,
+                ApiKey.revoked_at,
+                ApiKey.created_at,
+            ).where(ApiKey.tenant_id == tenant_id, ApiKey.user_id == user_id),
+            ("created_at", "id"),
+        ),
+        (
+            "admin_reads",  # the audit log's entries about this user
+            select(
+                AuditLog.id,
+                AuditLog.actor_user_id,
+                AuditLog.action,
+                AuditLog.resource,
+                AuditLog.details,
+                AuditLog.created_at,
+            ).where(AuditLog.tenant_id == tenant_id, AuditLog.target_user_id == user_id),
+            ("id",),
+        ),
+    ]
+
+
+def _as_json_text(statement: Select[Any], order: tuple[str, ...], batch_rows: int) -> Select[Any]:
+    """Each row as JSON text made by PostgreSQL (ISO times, string UUIDs): no per-row Python
+    objects beyond one string, and no re-encoding of the JSONB columns."""
+    rows = statement.subquery("r")
+    return (
+        select(literal_column("row_to_json(r)::text"))
+        .select_from(rows)
+        .order_by(*(rows.c[key] for key in order))
+        .execution_options(yield_per=batch_rows)
+    )
+
+
+async def _profile(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> dict[str, Any]:
+    row = (
+        await db.execute(
+            select(User.id, User.email, User.role, User.tenant_id, User.created_at).where(
+                User.tenant_id == tenant_id, User.id == user_id
+            )
+        )
+    ).one()
+    return dict(row._mapping)
+
+
+async def export_user(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    tenant_id: uuid.UUID,
+    user_id: uuid.UUID,
+    *,
+    batch_rows: int,
+) -> AsyncIterator[bytes]:
+    """The export document, piece by piece; one transaction, so it is one consistent view."""
+    async with sessionmaker() as db:
+        await scope_to_tenant(db, tenant_id)
+        async with db.begin():
+            head = {
+                "format_version": FORMAT_VERSION,
+                "generated_at": datetime.now(UTC),
+                "user": await _profile(db, tenant_id, user_id),
+            }
+            yield _json(head)[:-1]  # the object stays open for the lists that follow
+            for name, statement, order in _sections(tenant_id, user_id):
+                yield b',"' + name.encode() + b'":['
+                rows = await db.stream(_as_json_text(statement, order, batch_rows))
+                first = True
+                async for partition in rows.partitions():
+                    chunk = ",".join(row[0] for row in partition).encode()
+                    yield chunk if first else b"," + chunk
+                    first = False
+                yield b"]"
+            yield b"}"

@@ -1,0 +1,1 @@
+"""Retention: per-tenant turn age limits and the scheduled sweep that enforces them."""

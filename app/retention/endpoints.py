@@ -1,0 +1,39 @@
+"""Tenant admins read and set their tenant's retention policy."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.audit.log import record
+from app.auth.principal import AdminPrincipal
+from app.core.deps import DbSession
+from app.retention.policy import get_policy, set_policy
+
+router = APIRouter(prefix="/admin/retention", tags=["admin"])
+
+
+class RetentionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_turn_age_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=36500,
+        description="Turns older than this many days are purged by the sweep; null: kept.",
+    )
+
+
+@router.get("", response_model=RetentionPolicy)
+async def read_policy(admin: AdminPrincipal, db: DbSession) -> RetentionPolicy:
+    return RetentionPolicy(max_turn_age_days=await get_policy(db, admin.tenant_id))
+
+
+@router.put("", response_model=RetentionPolicy)
+async def write_policy(
+    body: RetentionPolicy, admin: AdminPrincipal, db: DbSession
+) -> RetentionPolicy:
+    """Set (or clear, with null) the tenant's maximum turn age."""
+    await set_policy(db, admin.tenant_id, body.max_turn_age_days)
+    await record(db, admin, "retention.set", details=body.model_dump())
+    return body

@@ -1,0 +1,75 @@
+"""Checkpoint storage grows at most linearly with a session's turns, and is pruned to the
+newest `THREADLINE_CHECKPOINTS_PER_THREAD` checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.limits.limiter import Limits
+from app.models import ChatSession
+from tests.chat_helpers import ask, owner_connection
+from tests.factories import LoggedIn, make_chatter, make_session
+
+pytestmark = pytest.mark.committed
+
+_BYTES = text(
+    "SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM checkpoints c "
+    "        WHERE thread_id = :t) "
+    "     + (SELECT coalesce(sum(pg_column_size(b.*)), 0) FROM checkpoint_blobs b "
+    "        WHERE thread_id = :t) "
+    "     + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM checkpoint_writes w "
+    "        WHERE thread_id = :t)"
+)
+_LATEST_STEP_COUNT = text("SELECT count(*) FROM checkpoints WHERE thread_id = :t")
+
+
+async def _turns(client: httpx.AsyncClient, who: LoggedIn, chat: ChatSession, n: int) -> None:
+    for i in range(n):
+        response = await ask(client, who, chat, f"Tell me something new, number {i}.")
+        assert response.status_code == 200, response.text
+
+
+async def _settled_bytes(settings: Settings, chat: ChatSession, checkpoints: int) -> int:
+    """Checkpoint bytes of the thread once its last checkpoint is written (just after the
+    answer) and pruned."""
+    for _ in range(100):
+        async with owner_connection(settings) as probe:
+            if await probe.scalar(_LATEST_STEP_COUNT, {"t": str(chat.id)}) == checkpoints:
+                return int(await probe.scalar(_BYTES, {"t": str(chat.id)}))
+        await asyncio.sleep(0.05)
+    raise AssertionError("checkpoints did not settle")
+
+
+async def test_checkpoint_bytes_after_200_turns_stay_within_25_times_those_after_10(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    saver = app.state.resources.runner.graph.checkpointer
+    keep = settings.checkpoints_per_thread
+    assert saver.keep_checkpoints == keep == 3
+    _tenant, user, pruned, owner = await make_chatter(client, db)
+    unpruned = await make_session(db, user)
+    limiter = app.state.resources.guards.limiter  # 400 quick turns: no limits for this test
+    limiter.defaults = Limits(0, 0, 0, 0)
+
+    await _turns(client, owner, pruned, 10)
+    pruned_10 = await _settled_bytes(settings, pruned, keep)
+    await _turns(client, owner, pruned, 190)
+    pruned_200 = await _settled_bytes(settings, pruned, keep)
+
+    saver.keep_checkpoints = 0  # every checkpoint kept: growth itself must be linear
+    await _turns(client, owner, unpruned, 10)
+    unpruned_10 = await _settled_bytes(settings, unpruned, 10)
+    await _turns(client, owner, unpruned, 190)
+    unpruned_200 = await _settled_bytes(settings, unpruned, 200)
+
+    assert pruned_200 <= 25 * pruned_10
+    assert pruned_200 <= 2 * pruned_10  # bounded: the same few checkpoints, whatever the age
+    assert unpruned_200 <= 25 * unpruned_10  # linear (20x turns), not quadratic (400x)
+    assert unpruned_200 > 10 * unpruned_10  # sanity: the measure sees the growth

@@ -1,0 +1,96 @@
+"""DELETE /me and DELETE /admin/users/{id}: nothing of the user is left, nothing else goes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from tests.chat_helpers import owner_connection
+from tests.factories import login, make_tenant, make_user
+from tests.privacy.helpers import make_footprint, redis_keys_naming, tables_naming
+
+pytestmark = pytest.mark.committed
+
+
+async def test_admin_erasure_leaves_nothing_of_the_user_and_everything_of_others(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    tenant, other_tenant = await make_tenant(db), await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    victim = await make_footprint(app, client, db, settings, tenant, role="admin")
+    neighbour = await make_footprint(app, client, db, settings, tenant)
+    stranger = await make_footprint(app, client, db, settings, other_tenant)
+    before_neighbour = await tables_naming(settings, neighbour.ids())
+    before_stranger = await tables_naming(settings, stranger.ids())
+    assert {"checkpoints", "checkpoint_blobs", "attachment_chunks"} <= set(before_neighbour)
+
+    response = await client.delete(f"/admin/users/{victim.user.id}", headers=admin.headers)
+
+    assert response.status_code == 200, response.text
+    deleted = response.json()["deleted"]
+    assert deleted["sessions"] == 2
+    assert deleted["turns"] == 3
+    assert deleted["attachments"] == 1
+    assert deleted["chunks"] >= 1
+    assert deleted["checkpoints"] >= 2
+    assert deleted["cache_keys"] >= 2  # one history snapshot per session at least
+    assert deleted["users"] == 1
+    # Every table of the schema, past RLS: only the audit log names the user (it records
+    # the erasure itself; accountability outlives the subject, docs/adr/0009).
+    assert await tables_naming(settings, victim.ids()) == {"audit_log": 1}
+    assert await redis_keys_naming(app, victim.ids()) == []
+    # Nobody else lost anything.
+    assert await tables_naming(settings, neighbour.ids()) == before_neighbour
+    assert await tables_naming(settings, stranger.ids()) == before_stranger
+    assert (await client.get("/me", headers=victim.owner.headers)).status_code == 401
+    assert (await client.get("/me", headers=neighbour.owner.headers)).status_code == 200
+
+    again = await client.delete(f"/admin/users/{victim.user.id}", headers=admin.headers)
+    assert again.status_code == 404  # idempotent: a repeat finds nothing and changes nothing
+    assert await tables_naming(settings, neighbour.ids()) == before_neighbour
+    async with owner_connection(settings) as probe:
+        actions = (
+            await probe.execute(text("SELECT action, details FROM audit_log ORDER BY id"))
+        ).all()
+    assert [a.action for a in actions] == ["user.erased"]
+    assert actions[0].details["deleted"]["turns"] == 3
+
+
+async def test_self_erasure_removes_the_account_and_reports_counts(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    tenant = await make_tenant(db)
+    me = await make_footprint(app, client, db, settings, tenant)
+    neighbour = await make_footprint(app, client, db, settings, tenant)
+    before = await tables_naming(settings, neighbour.ids())
+
+    response = await client.delete("/me", headers=me.owner.headers)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["deleted"]["sessions"] == 2
+    assert response.json()["deleted"]["turns"] == 3
+    assert set(await tables_naming(settings, me.ids())) <= {"audit_log"}
+    assert await redis_keys_naming(app, me.ids()) == []
+    assert await tables_naming(settings, neighbour.ids()) == before
+    assert (await client.delete("/me", headers=me.owner.headers)).status_code == 401
+
+
+async def test_admins_erase_only_in_their_tenant_and_members_not_at_all(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, other = await make_tenant(db), await make_tenant(db)
+    member = await login(client, await make_user(db, tenant))
+    colleague = await make_user(db, tenant)
+    foreign_admin = await login(client, await make_user(db, other, role="admin"))
+
+    forbidden = await client.delete(f"/admin/users/{colleague.id}", headers=member.headers)
+    assert forbidden.status_code == 403
+    hidden = await client.delete(f"/admin/users/{colleague.id}", headers=foreign_admin.headers)
+    assert hidden.status_code == 404
+    assert hidden.json()["error"]["code"] == "user_not_found"
+    colleague_login = await login(client, colleague)
+    assert (await client.get("/me", headers=colleague_login.headers)).status_code == 200

@@ -1,0 +1,111 @@
+"""GET /me/export: one JSON document with every row that references the user."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.core.db import scope_to_tenant
+from tests.factories import login, make_session, make_tenant, make_user
+from tests.privacy.helpers import make_footprint, tables_naming
+
+pytestmark = pytest.mark.committed
+
+# Where each table's rows appear in the export.
+EXPORTED = {
+    "users": "user",
+    "chat_sessions": "sessions",
+    "query_history": "turns",
+    "attachments": "attachments",
+    "session_attachments": "session_attachments",
+    "api_keys": "api_keys",
+    "audit_log": "admin_reads",
+}
+# Rows that name the user but are not personal data of their own: chunks repeat the
+# attachment's exported text, checkpoints repeat exported turns, refresh-token rows record
+# logins' expiry for replay protection.
+DERIVED = {
+    "attachment_chunks",
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "refresh_token_families",
+}
+
+
+async def test_the_export_holds_every_row_that_references_the_user(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    tenant = await make_tenant(db)
+    me = await make_footprint(app, client, db, settings, tenant, role="admin")
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    read = await client.get(f"/admin/audit/turns/{me.turn_ids[0]}", headers=admin.headers)
+    assert read.status_code == 200
+    other = await make_footprint(app, client, db, settings, tenant)
+
+    response = await client.get("/me/export", headers=me.owner.headers)
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert "attachment" in response.headers["content-disposition"]
+    export = response.json()
+    assert export["format_version"] == 1
+    assert export["generated_at"]
+    assert export["user"]["id"] == str(me.user.id)
+    assert export["user"]["email"] == me.user.email
+    assert {s["id"] for s in export["sessions"]} == {str(s.id) for s in me.sessions}
+    assert [t["id"] for t in export["turns"]] == me.turn_ids
+    for turn in export["turns"]:
+        assert turn["context_metadata"]["query_composition"] == turn["query_composition"]
+        assert "quality_score" in turn["context_metadata"]
+    (attachment,) = export["attachments"]
+    assert attachment["id"] == me.attachment_id
+    assert "ninety days" in attachment["text"]
+    assert len(export["api_keys"]) == 1
+    assert [r["action"] for r in export["admin_reads"]] == ["audit.turn.read"]
+    assert export["admin_reads"][0]["actor_user_id"] == str(admin.user.id)
+
+    naming = await tables_naming(settings, me.ids())
+    assert set(naming) <= set(EXPORTED) | DERIVED, "a table holds user data the export misses"
+    for table, section in EXPORTED.items():
+        exported = export[section]
+        assert naming.get(table, 0) == (1 if isinstance(exported, dict) else len(exported)), table
+    assert not (json.dumps(export).count(str(other.user.id)))  # and nobody else's data
+
+
+async def test_a_long_history_is_streamed_whole_in_batches(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    app.state.resources.settings = app.state.resources.settings.model_copy(
+        update={"export_batch_rows": 7}
+    )
+    user = await make_user(db, await make_tenant(db))
+    chat = await make_session(db, user)
+    await scope_to_tenant(db, user.tenant_id)
+    await db.execute(
+        text(
+            "INSERT INTO query_history (tenant_id, id, session_id, user_id, user_query, answer, "
+            "status, context_metadata) SELECT :t, gen_random_uuid(), :s, :u, 'q' || i, "
+            "'a \"quoted\" ' || i, 'complete', jsonb_build_object('n', i) "
+            "FROM generate_series(1, 250) i"
+        ),
+        {"t": user.tenant_id, "s": chat.id, "u": user.id},
+    )
+    await db.commit()
+    owner = await login(client, user)
+
+    async with client.stream("GET", "/me/export", headers=owner.headers) as response:
+        pieces = [piece async for piece in response.aiter_raw()]
+
+    export = json.loads(b"".join(pieces))
+    assert [t["context_metadata"]["n"] for t in export["turns"]] == list(range(1, 251))
+    assert export["turns"][0]["answer"] == 'a "quoted" 1'
+    assert uuid.UUID(export["turns"][0]["session_id"]) == chat.id
+    assert export["attachments"] == []
