@@ -53,7 +53,13 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
     embedder = build_embedder(settings)
     texts = load_texts(docs)
 
-    chunks = [c.text for _, text in texts for c in chunk_text(text)]
+    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
+    # The same chunks the product makes (sized to what the embedder reads whole).
+    chunks = [
+        c.text
+        for _, text in texts
+        for c in chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
+    ]
     await embedder.embed(chunks[:64])  # warm-up (model load, caches)
     started = time.perf_counter()
     for start in range(0, len(chunks), 64):
@@ -62,7 +68,6 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
 
     async with sessions() as db, db.begin():
         tenant = await create_tenant(db, f"ingest-{uuid.uuid4().hex[:6]}")
-    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
     limiter = asyncio.Semaphore(concurrency)
     indexed = 0
 
