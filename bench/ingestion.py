@@ -61,10 +61,14 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
         for c in chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
     ]
     await embedder.embed(chunks[:64])  # warm-up (model load, caches)
-    started = time.perf_counter()
-    for start in range(0, len(chunks), 64):
-        await embedder.embed(chunks[start : start + 64])
-    bare = len(chunks) / (time.perf_counter() - started)
+    bare_by_batch: dict[int, float] = {}
+    for size in (16, 64):  # the baseline is the bare embedder at its better batch size
+        started = time.perf_counter()
+        for start in range(0, len(chunks), size):
+            await embedder.embed(chunks[start : start + size])
+        bare_by_batch[size] = len(chunks) / (time.perf_counter() - started)
+    best_batch = max(bare_by_batch, key=lambda size: bare_by_batch[size])
+    bare = bare_by_batch[best_batch]
 
     async with sessions() as db, db.begin():
         tenant = await create_tenant(db, f"ingest-{uuid.uuid4().hex[:6]}")
@@ -88,9 +92,10 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
     product = len(chunks) / (time.perf_counter() - started)
     await engine.dispose()
     print(f"\nIngestion throughput ({embedder.name}, {indexed} documents, {len(chunks)} chunks)")
-    print(f"  bare embedder (batches of 64)   {bare:9.1f} chunks/s")
+    for size, rate in bare_by_batch.items():
+        print(f"  bare embedder (batches of {size:>2})   {rate:9.1f} chunks/s")
     print(f"  product path (concurrency {concurrency})   {product:9.1f} chunks/s")
-    print(f"  ratio                           {100 * product / bare:9.1f} %   (target >= 90 %)")
+    print(f"  ratio to the better bare run    {100 * product / bare:9.1f} %   (target >= 90 %)")
 
 
 def main() -> None:
