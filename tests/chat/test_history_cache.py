@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.history import HistorySnapshot
+from app.core.db import scope_to_tenant
 from app.graph.state import HistoryTurn
+from tests.chat_helpers import ask, use_model
+from tests.factories import make_chatter
+from tests.fakes import ScriptedChatModel
 
 
 def snapshot(total: int) -> HistorySnapshot:
@@ -29,3 +35,24 @@ async def test_a_late_older_snapshot_does_not_overwrite_a_newer_one(app: FastAPI
     await history.store(tenant, session, snapshot(4))
     cached, _ = await history.load(None, tenant, session)
     assert cached["total"] == 4
+
+
+async def test_the_cache_extended_turn_by_turn_equals_a_rebuild_from_postgres(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """persist extends the cached snapshot instead of re-reading it: after several turns,
+    with older ones folded into the summary, it must hold exactly what PostgreSQL holds."""
+    history = app.state.resources.history
+    history.limit = 2  # a short window: turns leave it, and are folded into the summary
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "Answered from the documents."))
+    for i in range(7):
+        response = await ask(client, owner, chat, f"What is the policy number {i}?")
+        assert response.status_code == 200, response.text
+
+    cached, source = await history.load(db, tenant.id, chat.id)
+    assert source == "cache"
+    await scope_to_tenant(db, tenant.id)
+    rebuilt = await history.snapshot(db, tenant.id, chat.id)
+    assert cached == rebuilt
+    assert rebuilt["total"] == 7 and rebuilt["summarized_turns"] > 0 and rebuilt["summary"]

@@ -55,7 +55,8 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
             )
             snapshot = ctx.history.extended(loaded, this_turn, summary)
         else:
-            snapshot = await ctx.history.snapshot(db, tenant, session, summary)
+            # The summary as stored (another turn may have folded meanwhile), not as loaded.
+            snapshot = await ctx.history.snapshot(db, tenant, session, new_summary)
     await ctx.history.store(tenant, session, snapshot)  # after the commit
     # The turn is stored: the working fields are emptied so the thread's checkpoint keeps only
     # the small outcome (its record is query_history), which keeps checkpoints small and the
