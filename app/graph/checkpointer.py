@@ -9,9 +9,12 @@ another's.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -23,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.graph.checkpoint_pruning import PRUNE_THREAD, prune_parameters
 
+logger = logging.getLogger(__name__)
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
 _SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
 
@@ -37,6 +41,10 @@ class TenantScopedSaver(AsyncPostgresSaver):
 
     keep_checkpoints: int = 0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pruning: set[asyncio.Task[None]] = set()
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -46,15 +54,28 @@ class TenantScopedSaver(AsyncPostgresSaver):
     ) -> RunnableConfig:
         stored = await super().aput(config, checkpoint, metadata, new_versions)
         if self.keep_checkpoints > 0:
+            # Off the turn's path: the answer need not wait for old checkpoints to go. The task
+            # copies this context, so it runs in the turn's tenant; a prune lost at shutdown is
+            # redone by the thread's next write.
             where = stored["configurable"]
+            task = asyncio.create_task(self._prune(where["thread_id"], where["checkpoint_ns"]))
+            self._pruning.add(task)
+            task.add_done_callback(self._pruning.discard)
+        return stored
+
+    async def _prune(self, thread_id: str, checkpoint_ns: str) -> None:
+        try:
             async with self._cursor() as cursor:
                 await cursor.execute(
-                    PRUNE_THREAD,
-                    prune_parameters(
-                        where["thread_id"], where["checkpoint_ns"], self.keep_checkpoints
-                    ),
+                    PRUNE_THREAD, prune_parameters(thread_id, checkpoint_ns, self.keep_checkpoints)
                 )
-        return stored
+        except Exception:
+            logger.warning("could not prune a thread's old checkpoints", exc_info=True)
+
+    async def drain(self, wait_seconds: float = 5.0) -> None:
+        """Wait (bounded) for pruning in flight: at shutdown, before the pool closes."""
+        if self._pruning:
+            await asyncio.wait(list(self._pruning), timeout=wait_seconds)
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
