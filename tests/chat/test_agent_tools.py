@@ -14,7 +14,7 @@ from app.core.db import scope_to_tenant
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.models import KbChunk
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
-from tests.factories import make_chatter, make_session, make_turn
+from tests.factories import make_chatter, make_session, make_turn, make_user
 from tests.fakes import ToolCall, ToolCallingChatModel, text_of
 
 pytestmark = pytest.mark.committed
@@ -112,6 +112,11 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
     await scope_to_tenant(db, tenant.id)
     blocked.context_metadata = {"triage": {"route": "blocked"}}
     await db.commit()
+    colleague = await make_user(db, tenant)
+    colleague_chat = await make_session(db, colleague)
+    colleagues = await make_turn(
+        db, colleague_chat, user_query="Parking for visitors?", answer="Visitors pay."
+    )
     _, _, their_chat, _ = await make_chatter(client, db)
     theirs = await make_turn(db, their_chat, user_query="Parking?", answer="Theirs is paid.")
 
@@ -123,6 +128,8 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
             ("retrieve_past_answer", {"turn_id": str(mine.id)}),
             ("retrieve_past_answer", {"turn_id": str(theirs.id)}),
             ("retrieve_past_answer", {"turn_id": str(blocked.id)}),
+            ("retrieve_past_answer", {"turn_id": str(colleagues.id)}),
+            ("retrieve_past_answer", {"turn_id": str(elsewhere.id)}),
         ]
 
     model = ToolCallingChatModel(reply=lambda _: "You asked about parking.", plan=plan)
@@ -131,15 +138,18 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
     body = (await ask(client, owner, chat, "What did we say about parking?")).json()
 
     calls = body["context_metadata"]["tools"]["calls"]
-    lookup, own_answer, foreign_answer, blocked_answer = calls
+    lookup, own_answer, foreign_answer, blocked_answer, colleague_answer, other_session = calls
     assert lookup["result_ids"] == [str(mine.id)]  # this session only: not `elsewhere`
     assert str(elsewhere.id) not in lookup["result_ids"]
     assert own_answer["result_ids"] == [str(mine.id)]
     assert foreign_answer["result_ids"] == []
     assert blocked_answer["result_ids"] == []  # a blocked turn never reaches the model
+    assert colleague_answer["result_ids"] == []  # same tenant, another user
+    assert other_session["result_ids"] == []  # the user's own turn, another conversation
     results = _tool_results(model.calls[-1])
     assert "Parking is free." in results
     assert "Theirs is paid." not in results and "No earlier answer has that id." in results
+    assert "Visitors pay." not in results and "Closed at night." not in results
     assert body["context_metadata"]["tools"]["rounds"] == 1
     assert tenant.id != their_chat.tenant_id
 
