@@ -17,7 +17,7 @@ from app.guardrails.triage_rules import SMALLTALK_ANSWERS
 from app.models import QueryHistory
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_user
-from tests.fakes import ScriptedChatModel
+from tests.fakes import ScriptedChatModel, text_of
 
 pytestmark = pytest.mark.committed
 
@@ -126,11 +126,16 @@ async def test_a_greeting_is_answered_briefly_without_retrieval_or_model(
     assert done["triage"]["route"] == "smalltalk"
     assert done["triage"]["log"][-1] == "triage_intent: GREETING"
     assert done["context_metadata"]["triage"] == done["triage"]
+    # the same shape as validate_output's, on every path
+    assert done["validation"]["output_guardrail"] == {"safe": True, "issues": [], "replaced": False}
 
     # A real question in the same session goes to the model, greeting included in history.
     body = (await ask(client, owner, chat, "What does the handbook say?")).json()
     assert body["triage"]["route"] == "llm"
     assert body["answer"] == "model answer"
+    [prompt] = model.answer_prompts()
+    assert "Hello!" in text_of(prompt)
+    assert SMALLTALK_ANSWERS["greeting"] in text_of(prompt)
 
 
 async def test_a_tenant_restricted_to_topics_declines_other_questions(
