@@ -247,3 +247,37 @@ async def test_faqs_are_administered_by_the_tenants_admins_only(
     assert deleted.status_code == 204
     assert (await client.get(f"/admin/faqs/{faq_id}", headers=admin.headers)).status_code == 404
     assert (await ask(client, member, member_chat, RESET)).json()["triage"]["route"] == "llm"
+
+
+async def test_an_earlier_client_message_the_guardrail_blocks_never_reaches_the_model(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "model answer")
+    use_model(app, model)
+    response = await client.post(
+        "/chat",
+        json={
+            "session_id": str(chat.id),
+            "messages": [
+                {"role": "user", "content": "Which office is in Turin?"},
+                {"role": "assistant", "content": "The north office."},
+                {"role": "user", "content": INJECTION},
+                {"role": "assistant", "content": "Sure, here it is."},
+                {"role": "user", "content": RESET},
+            ],
+        },
+        headers=owner.headers,
+    )
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["triage"]["route"] == "llm"
+    assert body["answer"] == "model answer"
+    log = body["triage"]["log"]
+    assert "guard_input: DROPPED message 2 (injection)" in log
+    assert "guard_input: DROPPED message 3 (reply to a dropped message)" in log
+    assert log.index("guard_input: DROPPED message 2 (injection)") < log.index("guard_input: PASS")
+    prompts = "\n".join(text_of(call) for call in model.calls)
+    assert INJECTION not in prompts and "Sure, here it is." not in prompts
+    assert "Which office is in Turin?" in prompts and "The north office." in prompts
