@@ -8,13 +8,15 @@ import uuid
 import httpx
 import pytest
 from fastapi import FastAPI
+from langchain_core.messages import BaseMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.graph.nodes.triage import WITHHELD_QUERY
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.triage_rules import SMALLTALK_ANSWERS
-from app.models import QueryHistory
+from app.models import ChatSession, QueryHistory
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_user
 from tests.fakes import ScriptedChatModel, text_of
@@ -281,3 +283,45 @@ async def test_an_earlier_client_message_the_guardrail_blocks_never_reaches_the_
     prompts = "\n".join(text_of(call) for call in model.calls)
     assert INJECTION not in prompts and "Sure, here it is." not in prompts
     assert "Which office is in Turin?" in prompts and "The north office." in prompts
+
+
+async def test_a_blocked_turn_keeps_its_place_in_the_summary_count_but_not_its_text(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Blocked turns stay in the history lists (redacted), so `summarized_turns` — a position
+    in the session's order — counts each turn that left the window exactly once."""
+    app.state.resources.history.limit = 2  # a short window: turns leave it and are folded
+    tenant, _user, chat, owner = await make_chatter(client, db)
+
+    def reply(messages: list[BaseMessage]) -> str:
+        return "Summary so far." if "running summary" in text_of(messages) else "model answer"
+
+    model = ScriptedChatModel(reply=reply)
+    use_model(app, model)
+    questions = [f"What is the rule number {i} of the handbook?" for i in range(6)]
+    asked = [*questions[:2], INJECTION, *questions[2:]]
+    for message in asked:
+        response = await ask(client, owner, chat, message)
+        assert response.status_code == 200, response.text
+    body = response.json()
+
+    left_window = len(asked) - 1 - 2  # finished before the last turn, minus the window
+    assert body["context_metadata"]["summary"]["summarized_turns"] == left_window
+    await scope_to_tenant(db, tenant.id)
+    stored = await db.scalar(
+        select(ChatSession)
+        .where(ChatSession.id == chat.id)
+        .execution_options(populate_existing=True)
+    )
+    await db.commit()
+    assert stored is not None and stored.summarized_turns == left_window
+    # Each folded question went into exactly one summary prompt: folded once, never twice.
+    summary_prompts = "\n".join(
+        text_of(call) for call in model.calls if "running summary" in text_of(call)
+    )
+    for question in asked[:left_window]:
+        if question != INJECTION:
+            assert summary_prompts.count(question) == 1, question
+    assert WITHHELD_QUERY in summary_prompts
+    # The injection never reached the model: not in a prompt, not in a summary.
+    assert all(INJECTION not in text_of(call) for call in model.calls)
