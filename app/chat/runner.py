@@ -3,7 +3,9 @@
 Events, in order: `meta` (after retrieval: session, turn, composition), `token`…, `sources`,
 `done`; or `error` at any point. A cancelled run (the client went away) stores the turn
 `incomplete` with its partial answer; a failed one stores it `failed`. Either way the model
-call is cancelled with the run: no token is generated after that.
+call is cancelled with the run: no token is generated after that, and the partial answer goes
+through the same output checks as a complete one before it is stored (or returned by a
+stopped stream's `done`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from app.core.errors import AppError
 from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
+from app.graph.nodes.answer_early import public_triage
+from app.graph.nodes.validate_output import check_answer
 from app.graph.state import ChatMessage, initial_state
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
@@ -52,6 +56,9 @@ class PreparedTurn:
     session_attachment_ids: list[uuid.UUID]
     """The attachments already active in the session when the turn was admitted."""
     started_at: float = field(default_factory=time.time)
+    ending: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
+    `validation`, for the stopped stream's `done` event."""
 
 
 @dataclass(frozen=True)
@@ -215,19 +222,41 @@ class TurnRunner:
         progress: _Progress,
         error: BaseException | None = None,
     ) -> None:
-        task = asyncio.create_task(self._finish(turn, status, "".join(progress.partial), error))
+        ending = self._check_partial("".join(progress.partial), progress.state)
+        turn.ending.update(ending)
+        task = asyncio.create_task(self._finish(turn, status, ending, error))
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
         with contextlib.suppress(asyncio.CancelledError):  # the task goes on regardless
             await asyncio.shield(task)
 
+    def _check_partial(self, partial: str, state: dict[str, Any]) -> dict[str, Any]:
+        """The partial answer through the output checks (incomplete turns are history too);
+        with the triage and validation records as a complete turn has them."""
+        checked = check_answer(
+            partial, state.get("query", ""), state.get("sources", []), self.context.settings
+        )
+        # With no issue found it is kept as streamed (the checks also trim surrounding space).
+        altered = bool(checked.validation["output_guardrail"]["issues"])
+        answer = checked.text if altered else partial
+        ending: dict[str, Any] = {"answer": answer, "validation": checked.validation}
+        if "triage" in state:
+            ending["triage"] = public_triage(state["triage"])
+        if altered and checked.audit is not None:
+            ending["audit"] = checked.audit
+        return ending
+
     async def _finish(
-        self, turn: PreparedTurn, status: str, partial: str, error: BaseException | None
+        self, turn: PreparedTurn, status: str, ending: dict[str, Any], error: BaseException | None
     ) -> None:
-        """Mark a turn that did not complete, keeping what was generated."""
+        """Mark a turn that did not complete, keeping what was generated (checked)."""
         ctx = self.context
+        partial = ending["answer"]
         answer = anonymize(partial).text if ctx.settings.pii_anonymize else partial
-        metadata: dict[str, Any] = {"latency_ms": int((time.time() - turn.started_at) * 1000)}
+        metadata: dict[str, Any] = {
+            "latency_ms": int((time.time() - turn.started_at) * 1000),
+            **{k: v for k, v in ending.items() if k != "answer"},
+        }
         if error is not None:
             metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
         try:

@@ -119,6 +119,9 @@ class RunHandle:
 
     def _stopped_event(self) -> TurnEvent:
         turn = self.turn
+        # The runner checked the partial answer as it stored it (turn.ending).
+        ending = turn.ending
+        metadata = {k: v for k, v in ending.items() if k in ("triage", "validation")}
         return TurnEvent(
             "done",
             {
@@ -126,9 +129,12 @@ class RunHandle:
                 "session_id": str(turn.session_id),
                 "status": "incomplete",
                 "stopped": True,
-                "answer": "".join(self._partial),
+                "answer": ending.get("answer", "".join(self._partial)),
                 "query_composition": (self.outcome.meta or {}).get("query_composition"),
                 "usage": {"completion_tokens": self.outcome.tokens},
+                "context_metadata": metadata,
+                "triage": metadata.get("triage"),
+                "validation": metadata.get("validation"),
                 "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
             },
         )

@@ -15,19 +15,26 @@ from dataclasses import dataclass
 from app.guardrails.policy import TenantPolicy
 from app.privacy.pii import detect
 
+# Each form needs an object aimed at the assistant (its instructions, its prompt, its persona),
+# so ordinary questions that share a verb ("Can I ignore the parking rules?", "How do I show
+# the original message in Outlook?", "How do I enable developer mode on Android?") pass.
 _INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}?"
-    r"\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system)\b[^.!?\n]{0,30}?"
+    r"\b(?:previous|prior|above|earlier|preceding|your|system)\b[^.!?\n]{0,30}?"
     r"\b(?:instructions?|prompts?|rules|guidelines|directives|constraints)\b"
     r"|\b(?:reveal|show|print|repeat|output|tell me|leak|display)\b[^.!?\n]{0,30}?"
-    r"\b(?:system|hidden|initial|original)\s+(?:prompt|instructions?|message)\b"
+    r"(?:\b(?:system|hidden|initial|secret)\s+(?:prompt|instructions?)\b"
+    r"|\byour\s+(?:original\s+|initial\s+|first\s+)?(?:prompt|instructions)\b)"
     r"|\byou are now\b[^.!?\n]{0,40}\b(?:DAN|unrestricted|jailbroken|unfiltered|evil)\b"
-    r"|\b(?:DAN|developer|god)\s+mode\b"
-    r"|\bjailbreak\w*\b"
+    r"|\byou are (?:now )?in (?:DAN|developer|god) mode\b"
+    r"|\b(?:DAN|god) mode\b"
+    r"|^\W*(?:please\s+)?(?:enable|enter|activate|switch to|turn on)\s+developer\s+mode\b"
+    r"|\bdeveloper mode (?:enabled|activated)\b"
+    r"|\bjailbr(?:eak|oken)\b[^.!?\n]{0,20}\b(?:you|yourself|assistant|bot|AI|model)\b"
     r"|\b(?:pretend|act as if|imagine)\b[^.!?\n]{0,40}\b(?:no|without)\s+"
     r"(?:rules|restrictions|filters|guidelines|limits)\b"
     r"|<\s*/?\s*(?:system|im_start|im_end)\s*>|\[/?INST\]",
-    re.IGNORECASE,
+    re.IGNORECASE | re.MULTILINE,
 )
 _ABUSE = re.compile(
     r"\b(?:fuck|screw|damn)\s+(?:you|off|this bot)\b"

@@ -2,9 +2,10 @@
 
 `search_knowledge_base(query)` searches the tenant's knowledge base and the session's active
 attachments (the same hybrid retrieval as the always-retrieve path); `retrieve_past_answer
-(turn_id)` reads one of the user's earlier answers; `lookup_past_conversation(topic)` finds
-this session's earlier turns about a topic. Every query filters by tenant and user (and RLS
-scopes the transaction to the tenant): a turn id of someone else reads as "not found".
+(turn_id)` reads one of this session's earlier answers; `lookup_past_conversation(topic)`
+finds this session's earlier turns about a topic. Every query filters by tenant, user and
+session (and RLS scopes the transaction to the tenant): a turn id of someone else, or of
+another conversation, reads as "not found".
 
 What each call returned is recorded by id only (chunk ids, turn ids), never the text.
 """
@@ -186,6 +187,7 @@ async def _past_answer(
             select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer).where(
                 QueryHistory.tenant_id == uuid.UUID(state["tenant_id"]),
                 QueryHistory.user_id == uuid.UUID(state["user_id"]),
+                QueryHistory.session_id == uuid.UUID(state["session_id"]),
                 QueryHistory.id == wanted,
                 QueryHistory.status == "complete",
                 NOT_BLOCKED,

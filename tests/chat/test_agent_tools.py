@@ -11,10 +11,15 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.graph.budget import quality_score
+from app.graph.composition import classify_query, refine_with_results
+from app.graph.state import PassageData
+from app.graph.tool_context import OVER_BUDGET_RESULT
 from app.guardrails.input_checks import BLOCKED_ANSWERS
+from app.llm.tokens import count_tokens
 from app.models import KbChunk
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
-from tests.factories import make_chatter, make_session, make_turn
+from tests.factories import make_chatter, make_session, make_turn, make_user
 from tests.fakes import ToolCall, ToolCallingChatModel, text_of
 
 pytestmark = pytest.mark.committed
@@ -112,6 +117,11 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
     await scope_to_tenant(db, tenant.id)
     blocked.context_metadata = {"triage": {"route": "blocked"}}
     await db.commit()
+    colleague = await make_user(db, tenant)
+    colleague_chat = await make_session(db, colleague)
+    colleagues = await make_turn(
+        db, colleague_chat, user_query="Parking for visitors?", answer="Visitors pay."
+    )
     _, _, their_chat, _ = await make_chatter(client, db)
     theirs = await make_turn(db, their_chat, user_query="Parking?", answer="Theirs is paid.")
 
@@ -123,6 +133,8 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
             ("retrieve_past_answer", {"turn_id": str(mine.id)}),
             ("retrieve_past_answer", {"turn_id": str(theirs.id)}),
             ("retrieve_past_answer", {"turn_id": str(blocked.id)}),
+            ("retrieve_past_answer", {"turn_id": str(colleagues.id)}),
+            ("retrieve_past_answer", {"turn_id": str(elsewhere.id)}),
         ]
 
     model = ToolCallingChatModel(reply=lambda _: "You asked about parking.", plan=plan)
@@ -131,15 +143,18 @@ async def test_past_turn_tools_see_only_the_users_own_turns(
     body = (await ask(client, owner, chat, "What did we say about parking?")).json()
 
     calls = body["context_metadata"]["tools"]["calls"]
-    lookup, own_answer, foreign_answer, blocked_answer = calls
+    lookup, own_answer, foreign_answer, blocked_answer, colleague_answer, other_session = calls
     assert lookup["result_ids"] == [str(mine.id)]  # this session only: not `elsewhere`
     assert str(elsewhere.id) not in lookup["result_ids"]
     assert own_answer["result_ids"] == [str(mine.id)]
     assert foreign_answer["result_ids"] == []
     assert blocked_answer["result_ids"] == []  # a blocked turn never reaches the model
+    assert colleague_answer["result_ids"] == []  # same tenant, another user
+    assert other_session["result_ids"] == []  # the user's own turn, another conversation
     results = _tool_results(model.calls[-1])
     assert "Parking is free." in results
     assert "Theirs is paid." not in results and "No earlier answer has that id." in results
+    assert "Visitors pay." not in results and "Closed at night." not in results
     assert body["context_metadata"]["tools"]["rounds"] == 1
     assert tenant.id != their_chat.tenant_id
 
@@ -167,3 +182,61 @@ async def test_a_follow_up_is_not_rewritten_separately_when_the_model_writes_the
     assert len(model.calls) == 2
     assert "Can I return damaged goods?" in text_of(model.calls[0])  # history in the prompt
     assert body["sources"][0]["title"] == "Returns policy"
+
+
+async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budget(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """build_context runs before any tool: after the last round the manifest is recomputed
+    from the sources gathered, and tool results share what the prompt left of the budget."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    filler = " ".join(
+        f"Damaged goods clause {i} applies to refunds and returns." for i in range(25)
+    )
+    await add_kb_document(db, tenant, "Returns policy", [*OURS, filler, filler + " Annex."])
+    context = app.state.resources.turn_context
+    context.settings = context.settings.model_copy(
+        update={"context_base_tokens": 600, "context_max_tokens": 600}
+    )
+    queries = iter(["refund window for damaged goods", "returns of damaged goods clauses"])
+
+    def plan(messages: list[BaseMessage]) -> list[ToolCall] | None:
+        rounds = sum(isinstance(m, ToolMessage) for m in messages)
+        return [("search_knowledge_base", {"query": next(queries)})] if rounds < 2 else None
+
+    model = ToolCallingChatModel(reply=lambda _: "Within 30 days [1].", plan=plan)
+    use_model(app, model)
+    question = "How long do I have to return broken stuff?"
+
+    body = (await ask(client, owner, chat, question)).json()
+
+    metadata = body["context_metadata"]
+    assert metadata["tools"]["rounds"] == 2
+    assert metadata["reformulated_query"] == "refund window for damaged goods"
+    # Sources gathered by the tools count, by kind, as on the always-retrieve path.
+    kb_tokens = sum(s["tokens"] for s in metadata["sources"] if s["kind"] == "kb")
+    assert kb_tokens > 0
+    assert metadata["source_distribution"]["kb"] == kb_tokens
+    assert metadata["source_distribution"]["attachment"] == 0
+    retrieved = {i for c in metadata["tools"]["calls"] for i in c["result_ids"]}
+    chosen = [
+        (PassageData(id=s["id"], kind="kb", source_id="", title="", text="", score=s["score"]),
+         "", s["tokens"])
+        for s in metadata["sources"]
+    ]  # fmt: skip
+    assert metadata["quality_score"] == quality_score("pure_kb", chosen, len(retrieved), True)
+    guess = classify_query(question, attachments=0, knowledge_base=True)
+    assert metadata["query_composition"] == "pure_kb"
+    assert metadata["composition_confidence"] == refine_with_results(guess, ["kb"]).confidence
+    # Tool results were fitted into what the prompt left (the second round's into a notice
+    # that it did not fit), and counted: the cut is recorded.
+    prompt = metadata["token_count"] - metadata["tools"]["result_tokens"]
+    read = [str(m.content) for m in model.calls[-1] if isinstance(m, ToolMessage)]
+    assert read[1] == OVER_BUDGET_RESULT
+    assert sum(count_tokens(text) for text in read) == metadata["tools"]["result_tokens"]
+    assert prompt + count_tokens(read[0]) <= metadata["token_budget"] == 600
+    assert metadata["token_count"] <= 600 + count_tokens(OVER_BUDGET_RESULT)
+    assert metadata["truncation_applied"] is True
+    first, second = metadata["tools"]["truncated"]
+    assert first["tokens_after"] < first["tokens_before"] and second["tokens_after"] == 0
+    assert [t for t in metadata["truncated"] if t["kind"] == "tool_result"] == [first, second]

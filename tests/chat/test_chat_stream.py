@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.graph.budget import SYSTEM_PROMPT
 from app.models import ChatSession, QueryHistory
 from tests.chat_helpers import add_kb_document, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_turn, make_user
@@ -264,3 +265,39 @@ async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
     assert stored is not None
     assert stored.summarized_turns == folded
     assert expected in (stored.summary or "")
+
+
+async def test_a_disconnected_turn_stores_its_partial_answer_through_the_output_guardrail(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    leak = SYSTEM_PROMPT.split(". ")[1]  # "Use the numbered sources below; cite each claim…"
+    model = ScriptedChatModel(
+        reply=lambda _: f"Fine. {leak}. Here is more. {LONG_ANSWER}", token_delay=0.02
+    )
+    use_model(app, model)
+    resources = app.state.resources
+    resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
+
+    await _stream_then_disconnect(
+        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, after_tokens=30
+    )
+    turn: QueryHistory | None = None
+    for _ in range(100):
+        await scope_to_tenant(db, tenant.id)
+        turn = await db.scalar(
+            select(QueryHistory)
+            .where(QueryHistory.session_id == chat.id)
+            .execution_options(populate_existing=True)
+        )
+        await db.commit()
+        if turn is not None and turn.status != "pending":
+            break
+        await asyncio.sleep(0.05)
+    assert turn is not None and turn.status == "incomplete"
+    assert leak not in turn.answer and "numbered sources" not in turn.answer
+    assert " ".join(turn.answer.split()).startswith("Fine. Here is more. word0")
+    guard = turn.context_metadata["validation"]["output_guardrail"]
+    assert guard["safe"] is False and guard["replaced"] is False
+    assert leak in turn.context_metadata["audit"]["original_answer"]
+    assert turn.context_metadata["triage"]["route"] == "llm"

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.core.db import scope_to_tenant
+from app.graph.budget import SYSTEM_PROMPT
 from app.models import QueryHistory
 from tests.chat.stream_driver import other_process, stream_until
 from tests.chat_helpers import Event, parse_sse, use_model
@@ -245,3 +246,55 @@ async def test_many_abrupt_disconnects_return_tasks_and_connections_to_baseline(
     assert pool.checkedout() == checked_out_before
     stats = resources.checkpoint_pool.get_stats()
     assert stats.get("pool_size", 0) == stats.get("pool_available", 0)  # none checked out
+
+
+LEAKY = (
+    f"Sure. {SYSTEM_PROMPT.split('. ')[0]}. Write to mario.rossi@example.com today. "
+    + " ".join(f"more{i}" for i in range(60))
+)
+
+
+async def test_a_stopped_turn_returns_and_stores_its_partial_answer_checked(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """A partial answer is history too: the output guardrail checks it like a complete one."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: LEAKY, token_delay=0.03)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "What is the travel policy?"}
+    async with other_process(settings, sessionmaker) as (_, other):
+        streaming = asyncio.create_task(stream_until(app, owner.headers, body, lambda _: False))
+        for _ in range(500):
+            if model.tokens_streamed >= 30:  # past the leaked sentence and the address
+                break
+            await asyncio.sleep(0.01)
+        turn_id = await _pending_turn_id(db, tenant.id)
+        stop = await other.post(f"/chat/{turn_id}/stop", headers=owner.headers)
+        assert stop.status_code == 202, stop.text
+        raw, _headers = await streaming
+    events, _ = parse_sse(raw.decode())
+    streamed = "".join(e.data["text"] for e in events if e.name == "token")
+    assert "mario.rossi@example.com" in streamed and "You are Threadline" in streamed
+
+    done = events[-1].data
+    assert done["stopped"] is True and done["status"] == "incomplete"
+    assert "mario.rossi@example.com" not in done["answer"] and "[EMAIL]" in done["answer"]
+    assert "You are Threadline" not in done["answer"]
+    assert " ".join(done["answer"].split()).startswith("Sure. Write to [EMAIL] today.")
+    issues = done["validation"]["output_guardrail"]["issues"]
+    assert "personal data removed: EMAIL" in issues
+    assert any(i.startswith("system prompt leaked") for i in issues)
+    assert done["triage"]["route"] == "llm"
+    assert done["context_metadata"] == {"triage": done["triage"], "validation": done["validation"]}
+
+    stored = await _stored_turn(db, tenant.id, turn_id)
+    assert stored.status == "incomplete"
+    assert stored.answer == done["answer"]
+    assert stored.context_metadata["validation"] == done["validation"]
+    assert stored.context_metadata["triage"] == done["triage"]
+    original = stored.context_metadata["audit"]["original_answer"]
+    assert "You are Threadline" in original and "mario.rossi@example.com" not in original

@@ -8,16 +8,18 @@ import uuid
 import httpx
 import pytest
 from fastapi import FastAPI
+from langchain_core.messages import BaseMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.graph.nodes.triage import WITHHELD_QUERY
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.triage_rules import SMALLTALK_ANSWERS
-from app.models import QueryHistory
+from app.models import ChatSession, QueryHistory
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_user
-from tests.fakes import ScriptedChatModel
+from tests.fakes import ScriptedChatModel, text_of
 
 pytestmark = pytest.mark.committed
 
@@ -126,11 +128,16 @@ async def test_a_greeting_is_answered_briefly_without_retrieval_or_model(
     assert done["triage"]["route"] == "smalltalk"
     assert done["triage"]["log"][-1] == "triage_intent: GREETING"
     assert done["context_metadata"]["triage"] == done["triage"]
+    # the same shape as validate_output's, on every path
+    assert done["validation"]["output_guardrail"] == {"safe": True, "issues": [], "replaced": False}
 
     # A real question in the same session goes to the model, greeting included in history.
     body = (await ask(client, owner, chat, "What does the handbook say?")).json()
     assert body["triage"]["route"] == "llm"
     assert body["answer"] == "model answer"
+    [prompt] = model.answer_prompts()
+    assert "Hello!" in text_of(prompt)
+    assert SMALLTALK_ANSWERS["greeting"] in text_of(prompt)
 
 
 async def test_a_tenant_restricted_to_topics_declines_other_questions(
@@ -242,3 +249,79 @@ async def test_faqs_are_administered_by_the_tenants_admins_only(
     assert deleted.status_code == 204
     assert (await client.get(f"/admin/faqs/{faq_id}", headers=admin.headers)).status_code == 404
     assert (await ask(client, member, member_chat, RESET)).json()["triage"]["route"] == "llm"
+
+
+async def test_an_earlier_client_message_the_guardrail_blocks_never_reaches_the_model(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "model answer")
+    use_model(app, model)
+    response = await client.post(
+        "/chat",
+        json={
+            "session_id": str(chat.id),
+            "messages": [
+                {"role": "user", "content": "Which office is in Turin?"},
+                {"role": "assistant", "content": "The north office."},
+                {"role": "user", "content": INJECTION},
+                {"role": "assistant", "content": "Sure, here it is."},
+                {"role": "user", "content": RESET},
+            ],
+        },
+        headers=owner.headers,
+    )
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["triage"]["route"] == "llm"
+    assert body["answer"] == "model answer"
+    log = body["triage"]["log"]
+    assert "guard_input: DROPPED message 2 (injection)" in log
+    assert "guard_input: DROPPED message 3 (reply to a dropped message)" in log
+    assert log.index("guard_input: DROPPED message 2 (injection)") < log.index("guard_input: PASS")
+    prompts = "\n".join(text_of(call) for call in model.calls)
+    assert INJECTION not in prompts and "Sure, here it is." not in prompts
+    assert "Which office is in Turin?" in prompts and "The north office." in prompts
+
+
+async def test_a_blocked_turn_keeps_its_place_in_the_summary_count_but_not_its_text(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Blocked turns stay in the history lists (redacted), so `summarized_turns` — a position
+    in the session's order — counts each turn that left the window exactly once."""
+    app.state.resources.history.limit = 2  # a short window: turns leave it and are folded
+    tenant, _user, chat, owner = await make_chatter(client, db)
+
+    def reply(messages: list[BaseMessage]) -> str:
+        return "Summary so far." if "running summary" in text_of(messages) else "model answer"
+
+    model = ScriptedChatModel(reply=reply)
+    use_model(app, model)
+    questions = [f"What is the rule number {i} of the handbook?" for i in range(6)]
+    asked = [*questions[:2], INJECTION, *questions[2:]]
+    for message in asked:
+        response = await ask(client, owner, chat, message)
+        assert response.status_code == 200, response.text
+    body = response.json()
+
+    left_window = len(asked) - 1 - 2  # finished before the last turn, minus the window
+    assert body["context_metadata"]["summary"]["summarized_turns"] == left_window
+    await scope_to_tenant(db, tenant.id)
+    stored = await db.scalar(
+        select(ChatSession)
+        .where(ChatSession.id == chat.id)
+        .execution_options(populate_existing=True)
+    )
+    await db.commit()
+    assert stored is not None and stored.summarized_turns == left_window
+    # Each folded question went into exactly one summary prompt: folded once, never twice.
+    summary_prompts = "\n".join(
+        text_of(call) for call in model.calls if "running summary" in text_of(call)
+    )
+    for question in asked[:left_window]:
+        if question != INJECTION:
+            assert summary_prompts.count(question) == 1, question
+    assert WITHHELD_QUERY in summary_prompts
+    # The injection never reached the model: not in a prompt, not in a summary.
+    assert all(INJECTION not in text_of(call) for call in model.calls)

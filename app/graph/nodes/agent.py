@@ -26,6 +26,12 @@ from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, SourceRef, TurnState, Usage
+from app.graph.tool_context import (
+    first_search_query,
+    fit_result,
+    result_allowance,
+    tool_turn_metadata,
+)
 from app.llm.responder import to_langchain
 from app.llm.tokens import count_tokens
 from app.llm.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
@@ -96,8 +102,23 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     checked = check_citations(_text(reply), state["sources"])
     guess = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
     refined = refine_with_results(guess, (s["kind"] for s in state["sources"]))
+    # build_context ran before any tool: bring its figures up to date with what was gathered.
+    retrieved = {
+        i
+        for c in tools_meta.get("calls", [])
+        if c["tool"] == "search_knowledge_base"
+        for i in c.get("result_ids", [])
+    }
+    searched = first_search_query(messages_from_dict(state["agent_messages"]))
     metadata = {
         **state["context_metadata"],
+        **tool_turn_metadata(
+            {**state["context_metadata"], "tools": tools_meta},
+            refined.composition,
+            state["sources"],
+            len(retrieved),
+        ),
+        "composition_confidence": refined.confidence,
         "tools": tools_meta,
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": ctx.responder.model_name,
@@ -112,6 +133,8 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
             for s in state["sources"]
         ],
     }
+    if searched is not None:  # the model's standalone query is this path's reformulation
+        metadata["reformulated_query"] = searched
     return {
         "answer": checked.text,
         "model": ctx.responder.model_name,
@@ -119,6 +142,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         "agent_messages": [],
         "query_composition": refined.composition,
         "composition_confidence": refined.confidence,
+        "reformulated_query": searched or state["reformulated_query"],
         "context_metadata": metadata,
     }
 
@@ -147,14 +171,24 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     sources: list[SourceRef] = list(state["sources"])
     tools_meta = dict(state["context_metadata"].get("tools", {}))
     calls = list(tools_meta.get("calls", []))
+    cut = list(tools_meta.get("truncated", []))
+    used = int(tools_meta.get("result_tokens", 0))
+    allowance = result_allowance(state["context_metadata"])
     round_number = state["tool_rounds"] + 1
     async with ctx.transaction(uuid.UUID(state["tenant_id"])) as db:
         for call in asked.tool_calls:
             outcome = await run_tool(ctx, db, state, call["name"], call["args"], sources)
-            sources += outcome.new_sources
+            # Every round's results share what the prompt left of the budget.
+            fitted = fit_result(outcome.text, outcome.new_sources, allowance - used, outcome.record)
+            used += fitted.tokens
+            sources += fitted.sources
+            if fitted.note is not None:
+                cut.append({"round": round_number, **fitted.note})
             calls.append({"round": round_number, **outcome.record})
-            messages.append(ToolMessage(outcome.text, tool_call_id=call["id"] or call["name"]))
-    tools_meta.update(calls=calls, rounds=round_number)
+            messages.append(ToolMessage(fitted.text, tool_call_id=call["id"] or call["name"]))
+    tools_meta.update(calls=calls, rounds=round_number, result_tokens=used)
+    if cut:
+        tools_meta["truncated"] = cut
     return {
         "agent_messages": messages_to_dict(messages),
         "sources": sources,

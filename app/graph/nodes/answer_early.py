@@ -44,7 +44,7 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
             "confidence": 1.0 if sources else 0.0,
             "issues": [] if sources else [f"not checked: answered by triage ({triage['route']})"],
         },
-        "output_guardrail": {"safe": True, "issues": []},
+        "output_guardrail": {"safe": True, "issues": [], "replaced": False},
     }
     tokens = count_tokens(answer)
     metadata = {

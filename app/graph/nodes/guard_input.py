@@ -1,6 +1,10 @@
 """guard_input: the input guardrail. Injection/jailbreak patterns, abuse and personal data,
 each blocked, flagged or ignored as the tenant's policy says. A blocked message is answered
-politely by answer_early, without retrieval or the model; the turn is still stored."""
+politely by answer_early, without retrieval or the model; the turn is still stored.
+
+Every message the client sent is checked, not only the newest: an earlier one that the policy
+blocks is dropped from the request (with the assistant reply that follows it), so it never
+reaches the prompt as client history. Each drop is a line in the triage log."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import ChatMessage, TurnState
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
 
@@ -25,11 +29,33 @@ async def tenant_policy(ctx: TurnContext, tenant_id: str) -> TenantPolicy:
     return policy
 
 
+def _without_blocked_history(
+    messages: list[ChatMessage], policy: TenantPolicy
+) -> tuple[list[ChatMessage], list[str]]:
+    """The earlier messages minus those the policy blocks; a log line per drop (the position
+    and the check, never the text)."""
+    kept: list[ChatMessage] = []
+    log: list[str] = []
+    dropping_reply = False
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant" and dropping_reply:
+            log.append(f"guard_input: DROPPED message {index} (reply to a dropped message)")
+            continue
+        verdict = check_input(message["content"], policy)
+        dropping_reply = verdict.blocked_by is not None and message["role"] == "user"
+        if verdict.blocked_by is not None:
+            log.append(f"guard_input: DROPPED message {index} ({verdict.blocked_by})")
+            continue
+        kept.append(message)
+    return kept, log
+
+
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     policy = await tenant_policy(runtime.context, state["tenant_id"])
     messages = state["request_messages"]
+    earlier, dropped = _without_blocked_history(messages[:-1], policy)
     verdict = check_input(messages[-1]["content"] if messages else "", policy)
-    triage = {**state["triage"], "log": [*state["triage"]["log"], *verdict.log]}
+    triage = {**state["triage"], "log": [*state["triage"]["log"], *dropped, *verdict.log]}
     if verdict.flags:
         triage["flags"] = verdict.flags
     if verdict.blocked_by is not None:
@@ -39,4 +65,7 @@ async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[s
             answer=BLOCKED_ANSWERS[verdict.blocked_by],
             blocked_by=verdict.blocked_by,
         )
-    return {"triage": triage}
+    update: dict[str, Any] = {"triage": triage}
+    if dropped:
+        update["request_messages"] = [*earlier, messages[-1]]
+    return update

@@ -94,18 +94,32 @@ async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, A
     decided["log"] = log
     return {
         "triage": decided,
-        "history": without_blocked(state["history"]),
-        "unsummarized": without_blocked(state["unsummarized"]),
+        "history": redact_blocked(state["history"]),
+        "unsummarized": redact_blocked(state["unsummarized"]),
     }
 
 
 BLOCKED_REPLIES = frozenset(BLOCKED_ANSWERS.values())
 
 
-def without_blocked(turns: list[HistoryTurn]) -> list[HistoryTurn]:
-    """The turns minus those the input guardrail blocked (recognised by the fixed reply they
-    got): the model must not meet a blocked injection again as history, or in a summary."""
-    return [t for t in turns if t["answer"] not in BLOCKED_REPLIES]
+WITHHELD_QUERY = "[message withheld by the input guardrail]"
+
+
+def redact_blocked(turns: list[HistoryTurn]) -> list[HistoryTurn]:
+    """The turns, with those the input guardrail blocked (recognised by the fixed reply they
+    got) reduced to a placeholder question: the model must not meet a blocked injection again
+    as history, or in a summary. The turns stay in the lists, so a count of them is still a
+    position in the session's order (the summary counter, `summarized_turns`, is one)."""
+    return [_redacted(t) if t["answer"] in BLOCKED_REPLIES else t for t in turns]
+
+
+def _redacted(turn: HistoryTurn) -> HistoryTurn:
+    return HistoryTurn(
+        turn_id=turn["turn_id"],
+        user_query=WITHHELD_QUERY,
+        answer=turn["answer"],
+        status=turn["status"],
+    )
 
 
 def uses_tools(ctx: TurnContext) -> bool:
