@@ -139,7 +139,11 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
             expected = min(10, size)
             short += len(found) < expected
             recalls.append(len(found & truth) / expected)
-        print(f"  tenant with {size:>7} chunks ({100 * size / sum(sizes):6.3f} %) done")
+        mine = ann_ms[-per_query:]
+        print(
+            f"  tenant with {size:>7} chunks ({100 * size / sum(sizes):6.3f} %): "
+            f"p50 {statistics.median(mine):6.2f} ms   p95 {percentile(mine, 95):6.2f} ms"
+        )
     await engine.dispose()
     await owner.close()
     print(

@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.embeddings.base import Embedder
-from app.models import Attachment, AttachmentChunk, KbChunk, KbCorpusStats, KbDocument
+from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.retrieval.base import Passage
 from app.retrieval.fusion import FusionMethod, fuse
 
@@ -64,6 +64,20 @@ _BM25 = text(
     GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
     ORDER BY score DESC, m.id
     LIMIT :limit
+    """
+)
+
+
+# One round trip before the legs: the search settings of this transaction (SET LOCAL), and
+# the size of the tenant's knowledge base, which decides exact scan or HNSW.
+# `max_scan_tuples`: how far an iterative scan may go to fill a filtered result, so a tenant
+# with a tiny share of the rows still gets its full candidate list.
+_PREPARE_SEARCH = text(
+    """
+    SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+           set_config('hnsw.ef_search', :ef_search, true),
+           set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
+           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks
     """
 )
 
@@ -164,11 +178,17 @@ class HybridRetriever:
     ) -> list[Hit]:
         """The `k` best chunks by fusion of the requested legs (app/retrieval/fusion.py)."""
         settings = self.settings
-        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(settings.ef_search)}"))
-        # How far an iterative scan may go to fill a filtered result: a tenant with a tiny
-        # share of the rows still gets its full candidate list.
-        await session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"))
+        prepared = (
+            await session.execute(
+                _PREPARE_SEARCH,
+                {
+                    "ef_search": str(int(settings.ef_search)),
+                    "max_scan_tuples": str(MAX_SCAN_TUPLES),
+                    "tenant": tenant_id,
+                },
+            )
+        ).one()
+        exact_kb = (prepared.kb_chunks or 0) <= settings.exact_scan_max_chunks
         vector = (await self.embedder.embed([query]))[0] if "dense" in legs else None
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
@@ -177,7 +197,7 @@ class HybridRetriever:
             hits: list[Hit] = []
             for source in sources:
                 hits += await self._leg(
-                    session, source, leg, tenant_id, query, vector, attachment_ids
+                    session, source, leg, tenant_id, query, vector, attachment_ids, exact_kb
                 )
             hits.sort(key=lambda h: -h.passage.score)
             by_leg[leg] = hits[: settings.candidates]
@@ -187,14 +207,6 @@ class HybridRetriever:
             replace(found[f.chunk_id], passage=replace(found[f.chunk_id].passage, score=f.score))
             for f in fused
         ]
-
-    async def _small_knowledge_base(self, session: AsyncSession, tenant_id: uuid.UUID) -> bool:
-        chunks = (
-            await session.execute(
-                select(KbCorpusStats.chunks).where(KbCorpusStats.tenant_id == tenant_id)
-            )
-        ).scalar_one_or_none()
-        return (chunks or 0) <= self.settings.exact_scan_max_chunks
 
     async def _kb_bm25(self, session: AsyncSession, tenant_id: uuid.UUID, query: str) -> list[Hit]:
         """The knowledge base's lexical leg, scored by BM25 from the per-tenant term
@@ -237,6 +249,7 @@ class HybridRetriever:
         query: str,
         vector: list[float] | None,
         attachment_ids: Sequence[uuid.UUID],
+        exact_kb: bool,
     ) -> list[Hit]:
         if leg == "lexical" and source.kind == "kb":
             return await self._kb_bm25(session, tenant_id, query)
@@ -246,7 +259,7 @@ class HybridRetriever:
             # Nearest chunks first, from the chunk table alone (the shape the HNSW index
             # serves, iterative scans included); documents and text joined to the few found.
             distance = chunk.embedding.cosine_distance(vector)
-            if source.kind == "attachment" or await self._small_knowledge_base(session, tenant_id):
+            if source.kind == "attachment" or exact_kb:
                 # A session's attachments, or a small knowledge base, are a sliver of the
                 # shared index: an iterative scan would walk past thousands of other tenants'
                 # rows to collect them, an exact scan reads only theirs. `+ 0` hides the
