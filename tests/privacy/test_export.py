@@ -49,6 +49,10 @@ async def test_the_export_holds_every_row_that_references_the_user(
     read = await client.get(f"/admin/audit/turns/{me.turn_ids[0]}", headers=admin.headers)
     assert read.status_code == 200
     other = await make_footprint(app, client, db, settings, tenant)
+    # Listings not filtered by user read this user's turns too (with the other user's).
+    for params in ({}, {"session_id": str(me.sessions[0].id)}):
+        listed = await client.get("/admin/audit/turns", params=params, headers=admin.headers)
+        assert listed.status_code == 200
 
     response = await client.get("/me/export", headers=me.owner.headers)
 
@@ -69,8 +73,12 @@ async def test_the_export_holds_every_row_that_references_the_user(
     assert attachment["id"] == me.attachment_id
     assert "ninety days" in attachment["text"]
     assert len(export["api_keys"]) == 1
-    assert [r["action"] for r in export["admin_reads"]] == ["audit.turn.read"]
-    assert export["admin_reads"][0]["actor_user_id"] == str(admin.user.id)
+    assert [r["action"] for r in export["admin_reads"]] == [
+        "audit.turn.read",
+        "audit.turns.list",
+        "audit.turns.list",
+    ]
+    assert {r["actor_user_id"] for r in export["admin_reads"]} == {str(admin.user.id)}
 
     naming = await tables_naming(settings, me.ids())
     assert set(naming) <= set(EXPORTED) | DERIVED, "a table holds user data the export misses"
