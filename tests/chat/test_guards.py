@@ -17,7 +17,7 @@ from app.core.db import scope_to_tenant
 from app.main import create_app
 from app.models import Tenant
 from tests.chat_helpers import stream_chat, use_model
-from tests.factories import make_chatter
+from tests.factories import login, make_chatter, make_session, make_user
 from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.committed
@@ -103,6 +103,81 @@ async def test_a_burst_over_the_rate_limit_gets_429_with_retry_after(
     assert 1 <= int(refused.headers["retry-after"]) <= 61
     metrics = (await client.get("/metrics")).text
     assert 'threadline_limit_rejections_total{kind="requests",scope="user"}' in metrics
+
+
+async def _colleague(
+    client: httpx.AsyncClient, db: AsyncSession, tenant: Tenant
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Another user of `tenant`: their headers and a chat body for their session."""
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    logged_in = await login(client, user)
+    return logged_in.headers, {"session_id": str(chat.id), "message": "How are refunds handled?"}
+
+
+async def test_a_user_over_their_limit_does_not_use_up_the_tenant_budget(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    await _set_limits(db, tenant.id, user_per_min=2, tenant_per_min=4)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    mine = [await client.post("/chat", json=body, headers=owner.headers) for _ in range(6)]
+    assert [r.status_code for r in mine] == [200, 200, 429, 429, 429, 429]
+    assert {r.json()["error"]["code"] for r in mine[2:]} == {"rate_limited"}
+
+    headers, colleague_body = await _colleague(client, db, tenant)
+    theirs = [await client.post("/chat", json=colleague_body, headers=headers) for _ in range(2)]
+    assert [r.status_code for r in theirs] == [200, 200]  # 2 + 2 admitted: the tenant's 4
+
+
+async def test_the_tenant_per_minute_limit_refuses_every_user_and_counts_only_admitted(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    await _set_limits(db, tenant.id, tenant_per_min=3)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    headers, colleague_body = await _colleague(client, db, tenant)
+    statuses = []
+    for _ in range(3):
+        statuses.append((await client.post("/chat", json=body, headers=owner.headers)).status_code)
+        statuses.append(
+            (await client.post("/chat", json=colleague_body, headers=headers)).status_code
+        )
+    assert statuses == [200, 200, 200, 429, 429, 429]
+    refused = await client.post("/chat", json=body, headers=owner.headers)
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert "tenant" in refused.json()["error"]["message"]
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    minute_key = limiter._keys(tenant.id, user.id, time.time())["tenant_min"]
+    assert int(await redis.client.get(minute_key)) == 3  # the refused ones were not counted
+    metrics = (await client.get("/metrics")).text
+    assert 'threadline_limit_rejections_total{kind="requests",scope="tenant"}' in metrics
+
+
+async def test_a_used_up_user_quota_refuses_that_user_only(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER)
+    use_model(app, model)
+    await _set_limits(db, tenant.id, user_tokens_per_day=10_000)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    first = await client.post("/chat", json=body, headers=owner.headers)
+    assert first.status_code == 200
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    day_key = limiter._keys(tenant.id, user.id, time.time())["user_day"]
+    assert int(await redis.client.get(day_key)) == first.json()["usage"]["total_tokens"]
+    await redis.client.incrby(day_key, 10_000)
+
+    refused = await client.post("/chat", json=body, headers=owner.headers)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "token_quota_exceeded"
+    assert "user" in refused.json()["error"]["message"]
+    headers, colleague_body = await _colleague(client, db, tenant)
+    assert (await client.post("/chat", json=colleague_body, headers=headers)).status_code == 200
+    assert len(model.answer_prompts()) == 2  # the refused turn never reached the model
 
 
 async def test_an_exhausted_daily_token_quota_refuses_before_the_model_is_called(
