@@ -35,10 +35,10 @@ class ChatGuards:
         terminal = outcome.terminal
         if terminal is None:
             metrics.STREAMS_ENDED.labels(outcome="cancelled").inc()
-            tokens = outcome.tokens  # what was generated before the cancel
+            tokens = outcome.spent()["total_tokens"]  # the prompt and what was streamed
         elif terminal.name == "error":
             metrics.STREAMS_ENDED.labels(outcome="error").inc()
-            tokens = outcome.tokens
+            tokens = outcome.spent()["total_tokens"]
         else:
             done = terminal.data
             usage = done.get("usage") or {}

@@ -26,6 +26,7 @@ from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, initial_state
+from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
 
@@ -41,6 +42,14 @@ async def drain_background(wait_seconds: float = 10.0) -> None:
         await asyncio.wait(list(_BACKGROUND), timeout=wait_seconds)
 
 
+@dataclass
+class TurnSpend:
+    """What a turn has cost before it is done, for the quota of a run that does not finish."""
+
+    prompt_tokens: int = 0
+    """The answer prompt's tokens, counted once it is built (before the model is called)."""
+
+
 @dataclass(frozen=True)
 class PreparedTurn:
     tenant_id: uuid.UUID
@@ -52,6 +61,7 @@ class PreparedTurn:
     session_attachment_ids: list[uuid.UUID]
     """The attachments already active in the session when the turn was admitted."""
     started_at: float = field(default_factory=time.time)
+    spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,10 @@ class TurnRunner:
                 for node, update in chunk.items():
                     if node != "persist":  # persist empties the working fields: keep ours
                         progress.state.update(update or {})
+                        if (update or {}).get("prompt"):
+                            turn.spend.prompt_tokens = sum(
+                                count_tokens(m["content"]) for m in update["prompt"]
+                            )
                     else:
                         progress.state["context_metadata"] = {
                             **progress.state.get("context_metadata", {}),
