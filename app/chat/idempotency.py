@@ -24,6 +24,7 @@ from app.chat.schemas import ChatRequest, chat_answer
 from app.chat.sse import RunOutcome
 from app.core.errors import UnprocessableEntity
 from app.core.redis import RedisHandle
+from app.privacy.marks import is_erased
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,8 @@ class IdempotencyStore:
     def finisher(self, claim: Claim) -> Any:
         async def finish(outcome: RunOutcome) -> None:
             terminal = outcome.terminal
-            if terminal is None or terminal.name != "done":
+            erased = await is_erased(self.redis, outcome.turn.user_id)
+            if erased or terminal is None or terminal.name != "done":
                 await self.redis.client.delete(claim.key)  # failed: a retry may run it again
                 return
             record = {**claim.record, "state": "done", "response": response_of(outcome)}

@@ -25,6 +25,7 @@ from app.core.errors import TooManyRequests
 from app.core.redis import RedisHandle
 from app.models import Tenant
 from app.observability import metrics
+from app.privacy.marks import is_erased
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class UsageLimiter:
 
     async def charge(self, tenant_id: uuid.UUID, user_id: uuid.UUID, tokens: int) -> None:
         """Add a finished turn's tokens to today's counters."""
-        if tokens <= 0:
+        if tokens <= 0 or await is_erased(self.redis, user_id):  # erased meanwhile: no key
             return
         keys = self._keys(tenant_id, user_id, time.time())
         try:

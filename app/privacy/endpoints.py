@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import uuid
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.log import record
 from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import NotFound
 from app.core.resources import Resources
+from app.models import ChatSession, QueryHistory, User
 from app.privacy.erasure import erase_user, purge_cache_keys
 from app.privacy.export import export_user
+from app.privacy.marks import mark_erased
 
+logger = logging.getLogger(__name__)
+_STOP_WAIT_SECONDS = 5.0
 router = APIRouter(tags=["privacy"])
 
 
@@ -57,9 +66,42 @@ async def export_me(principal: CurrentPrincipal, resources: ResourcesDep) -> Str
     )
 
 
+async def _stop_running_turns(
+    db: AsyncSession, resources: Resources, tenant_id: uuid.UUID, user_id: uuid.UUID
+) -> None:
+    """Mark the user and their sessions erased, then stop their running turns: a turn that
+    goes on (or finishes) after the purge must not write their data back to Redis. Only for
+    a user of this tenant: nobody marks another tenant's user."""
+    user = select(User.id).where(User.tenant_id == tenant_id, User.id == user_id)
+    if (await db.execute(user)).scalar_one_or_none() is None:
+        return
+    sessions = select(ChatSession.id).where(
+        ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id
+    )
+    await mark_erased(resources.redis, [user_id, *(await db.execute(sessions)).scalars()])
+    pending = select(QueryHistory.id).where(
+        QueryHistory.tenant_id == tenant_id,
+        QueryHistory.user_id == user_id,
+        QueryHistory.status == "pending",
+    )
+    running = list((await db.execute(pending)).scalars())
+    for turn_id in running:
+        try:
+            await resources.guards.streams.stop(turn_id)
+        except Exception:  # Redis down: the marks still keep its writes out
+            logger.warning("could not stop a turn of an erased user", exc_info=True)
+    # Wait (bounded) until they have ended: a stopped run still writes its last checkpoint,
+    # which the erasure must find and delete. A turn whose process died stays pending.
+    deadline = time.monotonic() + _STOP_WAIT_SECONDS
+    while running and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        running = list((await db.execute(pending)).scalars())
+
+
 async def _erase(
     db: DbSession, resources: Resources, actor: Principal, user_id: uuid.UUID
 ) -> ErasureResponse | None:
+    await _stop_running_turns(db, resources, actor.tenant_id, user_id)
     erased = await erase_user(db, actor.tenant_id, user_id)
     if not erased.users:
         return None

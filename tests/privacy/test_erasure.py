@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -9,8 +11,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from tests.chat_helpers import owner_connection
-from tests.factories import login, make_tenant, make_user
+from tests.chat.stream_driver import stream_until
+from tests.chat_helpers import owner_connection, use_model
+from tests.factories import login, make_chatter, make_tenant, make_user
+from tests.fakes import ScriptedChatModel
 from tests.privacy.helpers import make_footprint, redis_keys_naming, tables_naming
 
 pytestmark = pytest.mark.committed
@@ -94,3 +98,33 @@ async def test_admins_erase_only_in_their_tenant_and_members_not_at_all(
     assert hidden.json()["error"]["code"] == "user_not_found"
     colleague_login = await login(client, colleague)
     assert (await client.get("/me", headers=colleague_login.headers)).status_code == 200
+
+
+async def test_erasure_during_a_running_turn_stops_it_and_leaves_nothing_in_redis(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    _tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: " ".join(["word"] * 200), token_delay=0.02)
+    use_model(app, model)
+    headers = {**owner.headers, "Idempotency-Key": "erase-me-mid-turn"}
+    body = {"session_id": str(chat.id), "message": "a long answer, please"}
+    streaming = asyncio.create_task(stream_until(app, headers, body, lambda _: False))
+    for _ in range(500):
+        if model.tokens_streamed >= 5:
+            break
+        await asyncio.sleep(0.01)
+    assert model.tokens_streamed >= 5
+
+    response = await client.delete("/me", headers=owner.headers)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["deleted"]["turns"] == 1
+    raw, stream_headers = await asyncio.wait_for(streaming, 10)
+    assert b"event: done" in raw  # stopped, not left generating
+    generated = model.tokens_streamed
+    assert generated < 200
+    await asyncio.sleep(0.5)  # the run's finishing writes (buffer, quota, snapshot, key)
+    ids = {str(user.id), str(chat.id), stream_headers["x-turn-id"]}
+    assert await redis_keys_naming(app, ids) == []
+    assert set(await tables_naming(settings, ids)) <= {"audit_log"}
+    assert model.tokens_streamed == generated
