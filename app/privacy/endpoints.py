@@ -18,7 +18,7 @@ from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import NotFound
 from app.core.resources import Resources
-from app.models import ChatSession, QueryHistory, User
+from app.models import AuditLog, ChatSession, QueryHistory, User
 from app.privacy.erasure import erase_user, purge_cache_keys
 from app.privacy.export import export_user
 from app.privacy.marks import mark_erased
@@ -98,12 +98,26 @@ async def _stop_running_turns(
         running = list((await db.execute(pending)).scalars())
 
 
+async def _erased_before(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+    """Whether this tenant erased the user: only then may a repeat purge keys naming the id
+    (never another tenant's user's)."""
+    erasure = select(AuditLog.id).where(
+        AuditLog.tenant_id == tenant_id,
+        AuditLog.action == "user.erased",
+        AuditLog.target_user_id == user_id,
+    )
+    return (await db.execute(erasure.limit(1))).scalar_one_or_none() is not None
+
+
 async def _erase(
     db: DbSession, resources: Resources, actor: Principal, user_id: uuid.UUID
 ) -> ErasureResponse | None:
     await _stop_running_turns(db, resources, actor.tenant_id, user_id)
     erased = await erase_user(db, actor.tenant_id, user_id)
     if not erased.users:
+        if await _erased_before(db, actor.tenant_id, user_id):
+            # A retry (say Redis was down the first time): clean up what still names the id.
+            await purge_cache_keys(resources.redis, {str(user_id)})
         return None
     await record(
         db,

@@ -37,7 +37,7 @@ async def test_admin_erasure_leaves_nothing_of_the_user_and_everything_of_others
     assert response.status_code == 200, response.text
     deleted = response.json()["deleted"]
     assert deleted["sessions"] == 2
-    assert deleted["turns"] == 3
+    assert deleted["turns"] == 5
     assert deleted["attachments"] == 1
     assert deleted["chunks"] >= 1
     assert deleted["checkpoints"] >= 2
@@ -46,7 +46,7 @@ async def test_admin_erasure_leaves_nothing_of_the_user_and_everything_of_others
     # Every table of the schema, past RLS: only the audit log names the user (it records
     # the erasure itself; accountability outlives the subject, docs/adr/0009).
     assert await tables_naming(settings, victim.ids()) == {"audit_log": 1}
-    assert await redis_keys_naming(app, victim.ids()) == []
+    assert await redis_keys_naming(app, victim.ids(), victim.user.email) == []
     # Nobody else lost anything.
     assert await tables_naming(settings, neighbour.ids()) == before_neighbour
     assert await tables_naming(settings, stranger.ids()) == before_stranger
@@ -61,7 +61,7 @@ async def test_admin_erasure_leaves_nothing_of_the_user_and_everything_of_others
             await probe.execute(text("SELECT action, details FROM audit_log ORDER BY id"))
         ).all()
     assert [a.action for a in actions] == ["user.erased"]
-    assert actions[0].details["deleted"]["turns"] == 3
+    assert actions[0].details["deleted"]["turns"] == 5
 
 
 async def test_self_erasure_removes_the_account_and_reports_counts(
@@ -76,11 +76,35 @@ async def test_self_erasure_removes_the_account_and_reports_counts(
 
     assert response.status_code == 200, response.text
     assert response.json()["deleted"]["sessions"] == 2
-    assert response.json()["deleted"]["turns"] == 3
+    assert response.json()["deleted"]["turns"] == 5
     assert set(await tables_naming(settings, me.ids())) <= {"audit_log"}
-    assert await redis_keys_naming(app, me.ids()) == []
+    assert await redis_keys_naming(app, me.ids(), me.user.email) == []
     assert await tables_naming(settings, neighbour.ids()) == before
     assert (await client.delete("/me", headers=me.owner.headers)).status_code == 401
+
+
+async def test_a_repeated_erasure_purges_what_redis_still_holds_but_answers_404(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, other = await make_tenant(db), await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    foreign_admin = await login(client, await make_user(db, other, role="admin"))
+    victim = await make_user(db, tenant)
+    first = await client.delete(f"/admin/users/{victim.id}", headers=admin.headers)
+    assert first.status_code == 200
+    # Redis was down during the first erasure: a key naming the user survived it.
+    redis = app.state.resources.redis
+    leftover = redis.key("quota", "u", victim.id, 1)
+    await redis.client.set(leftover, 5)
+
+    foreign = await client.delete(f"/admin/users/{victim.id}", headers=foreign_admin.headers)
+    assert foreign.status_code == 404
+    assert await redis.client.exists(leftover)  # another tenant may not touch it
+
+    again = await client.delete(f"/admin/users/{victim.id}", headers=admin.headers)
+    assert again.status_code == 404
+    assert again.json()["error"]["code"] == "user_not_found"
+    assert not await redis.client.exists(leftover)
 
 
 async def test_admins_erase_only_in_their_tenant_and_members_not_at_all(
