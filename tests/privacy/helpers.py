@@ -154,8 +154,10 @@ async def redis_keys_naming(app: FastAPI, ids: set[str], email: str = "") -> lis
         value = (
             (await client.get(raw) or b"").decode() if await client.type(raw) == b"string" else ""
         )
-        if ids & set(_UUID.findall(name)) or ids & set(_UUID.findall(value)):
-            naming.append(name)
-        elif email and (email.lower() in name.lower() or email.lower() in value.lower()):
+        if (
+            ids & set(_UUID.findall(name))
+            or ids & set(_UUID.findall(value))
+            or (email and (email.lower() in name.lower() or email.lower() in value.lower()))
+        ):
             naming.append(name)
     return naming
