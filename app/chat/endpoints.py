@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -58,15 +59,17 @@ async def _admit(
     turn_id: uuid.UUID,
 ) -> PreparedTurn:
     """Rate limits and quotas (before the model is called), then the turn is recorded in the
-    request's transaction; a refused turn releases its idempotency claim."""
+    request's transaction; a refused turn (or any failure here) releases its idempotency
+    claim."""
     limiter = resources.guards.limiter
     try:
         limits = await limiter.limits_for(session, principal.tenant_id)
         await limiter.admit(principal.tenant_id, principal.user_id, limits)
         return await prepare_turn(session, principal, body, resources.settings, turn_id)
-    except AppError:
+    except BaseException:
         if claim is not None:
-            await resources.redis.client.delete(claim.key)
+            with contextlib.suppress(Exception):  # Redis down: the claim expires soon anyway
+                await resources.redis.client.delete(claim.key)
         raise
 
 

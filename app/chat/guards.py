@@ -26,7 +26,11 @@ class ChatGuards:
         buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
         return cls(
             streams=StreamHub(redis, buffer),
-            idempotency=IdempotencyStore(redis, settings.idempotency_ttl_seconds),
+            idempotency=IdempotencyStore(
+                redis,
+                settings.idempotency_ttl_seconds,
+                running_ttl_seconds=int(settings.llm_timeout_seconds) + 60,
+            ),
             limiter=UsageLimiter(redis, settings),
         )
 

@@ -258,3 +258,47 @@ async def test_without_redis_chat_answers_and_readyz_says_redis_is_down(
             ready = (await client.get("/readyz")).json()
             assert ready["checks"]["redis"]["status"] == "down"
             assert ready["status"] == "degraded"
+
+
+async def test_a_running_claim_expires_soon_and_is_kept_a_day_once_answered(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.03)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "take your time"}
+    headers = {**owner.headers, "Idempotency-Key": "short-while-running"}
+    running = asyncio.create_task(client.post("/chat", json=body, headers=headers))
+    for _ in range(500):
+        if model.tokens_streamed >= 2:
+            break
+        await asyncio.sleep(0.01)
+    redis = app.state.resources.redis
+    key = app.state.resources.guards.idempotency.key(
+        owner_principal(owner, chat), "short-while-running"
+    )
+    limit = app.state.resources.settings.llm_timeout_seconds + 60
+    assert 0 < await redis.client.ttl(key) <= limit
+    assert (await running).status_code == 200
+    assert 24 * 3600 - 60 < await redis.client.ttl(key) <= 24 * 3600
+
+
+async def test_any_failure_before_the_run_releases_the_claim(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    body = {"session_id": str(chat.id), "message": "again"}
+    headers = {**owner.headers, "Idempotency-Key": "fails-once"}
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the database went away mid-request")
+
+    monkeypatch.setattr("app.chat.endpoints.prepare_turn", broken)
+    failed = await client.post("/chat", json=body, headers=headers)
+    assert failed.status_code == 500
+    monkeypatch.undo()
+
+    retry = await client.post("/chat", json=body, headers=headers)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["answer"]
