@@ -84,18 +84,19 @@ async def _stop_running_turns(
         QueryHistory.user_id == user_id,
         QueryHistory.status == "pending",
     )
-    running = list((await db.execute(pending)).scalars())
-    for turn_id in running:
+    reached = False
+    for turn_id in list((await db.execute(pending)).scalars()):
         try:
-            await resources.guards.streams.stop(turn_id)
+            reached = await resources.guards.streams.stop(turn_id) or reached
         except Exception:  # Redis down: the marks still keep its writes out
             logger.warning("could not stop a turn of an erased user", exc_info=True)
     # Wait (bounded) until they have ended: a stopped run still writes its last checkpoint,
     # which the erasure must find and delete. A turn whose process died stays pending.
+    running = reached
     deadline = time.monotonic() + _STOP_WAIT_SECONDS
     while running and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-        running = list((await db.execute(pending)).scalars())
+        running = (await db.execute(pending.limit(1))).first() is not None
 
 
 async def _erased_before(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> bool:

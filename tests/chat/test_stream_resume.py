@@ -19,7 +19,7 @@ from app.llm.tokens import count_tokens
 from app.models import QueryHistory
 from tests.chat.stream_driver import other_process, stream_until
 from tests.chat_helpers import Event, parse_sse, use_model
-from tests.factories import make_chatter
+from tests.factories import make_chatter, make_turn
 from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.committed
@@ -305,3 +305,22 @@ async def test_a_disconnected_stream_is_charged_its_prompt_and_its_streamed_text
     assert await _charged(app, tenant.id, user.id) == _prompt_tokens(model) + count_tokens(
         stored.answer or ""
     )
+
+
+async def test_a_stop_no_process_receives_stores_the_turn_incomplete_at_once(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    # The process that ran this turn died: it is pending, and nobody listens for stops.
+    turn = await make_turn(db, chat, answer="", status="pending")
+    await app.state.resources.guards.streams.close()
+
+    stop = await client.post(f"/chat/{turn.id}/stop", headers=owner.headers)
+
+    assert stop.status_code == 200, stop.text
+    assert stop.json() == {"turn_id": str(turn.id), "status": "stopped"}
+    stored = await _stored_turn(db, tenant.id, str(turn.id))
+    assert stored.status == "incomplete"
+    assert stored.context_metadata["error"]["code"] == "run_lost"
+    again = await client.post(f"/chat/{turn.id}/stop", headers=owner.headers)
+    assert again.status_code == 409
