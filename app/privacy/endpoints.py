@@ -51,7 +51,7 @@ class ErasureResponse(BaseModel):
 async def export_me(principal: CurrentPrincipal, resources: ResourcesDep) -> StreamingResponse:
     """Everything held about the caller as one JSON document (`format_version`, `generated_at`,
     `user`, `sessions`, `turns`, `attachments`, `session_attachments`, `api_keys`,
-    `admin_reads`), streamed."""
+    `admin_reads`, `audit_actions`, `logins`, `kb_documents_added`), streamed."""
     body = export_user(
         resources.sessionmaker,
         principal.tenant_id,

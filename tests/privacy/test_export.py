@@ -13,30 +13,32 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.db import scope_to_tenant
+from tests.chat_helpers import add_kb_document
 from tests.factories import login, make_session, make_tenant, make_user
 from tests.privacy.helpers import make_footprint, tables_naming
 
 pytestmark = pytest.mark.committed
 
-# Where each table's rows appear in the export.
+# Where each table's rows appear in the export (the audit log's in two sections: reads of
+# the user's data, and the user's own actions).
 EXPORTED = {
-    "users": "user",
-    "chat_sessions": "sessions",
-    "query_history": "turns",
-    "attachments": "attachments",
-    "session_attachments": "session_attachments",
-    "api_keys": "api_keys",
-    "audit_log": "admin_reads",
+    "users": ("user",),
+    "chat_sessions": ("sessions",),
+    "query_history": ("turns",),
+    "attachments": ("attachments",),
+    "session_attachments": ("session_attachments",),
+    "api_keys": ("api_keys",),
+    "audit_log": ("admin_reads", "audit_actions"),
+    "refresh_token_families": ("logins",),
+    "kb_documents": ("kb_documents_added",),
 }
 # Rows that name the user but are not personal data of their own: chunks repeat the
-# attachment's exported text, checkpoints repeat exported turns, refresh-token rows record
-# logins' expiry for replay protection.
+# attachment's exported text, checkpoints repeat exported turns.
 DERIVED = {
     "attachment_chunks",
     "checkpoints",
     "checkpoint_blobs",
     "checkpoint_writes",
-    "refresh_token_families",
 }
 
 
@@ -49,6 +51,13 @@ async def test_the_export_holds_every_row_that_references_the_user(
     read = await client.get(f"/admin/audit/turns/{me.turn_ids[0]}", headers=admin.headers)
     assert read.status_code == 200
     other = await make_footprint(app, client, db, settings, tenant)
+    # The user, an admin, read someone's turn and added a knowledge-base document.
+    assert (
+        await client.get(f"/admin/audit/turns/{other.turn_ids[0]}", headers=me.owner.headers)
+    ).status_code == 200
+    document = await add_kb_document(db, tenant, "Handbook by me", ["Parking is free."])
+    document.created_by = me.user.id
+    await db.commit()
     # Listings not filtered by user read this user's turns too (with the other user's).
     for params in ({}, {"session_id": str(me.sessions[0].id)}):
         listed = await client.get("/admin/audit/turns", params=params, headers=admin.headers)
@@ -80,11 +89,21 @@ async def test_the_export_holds_every_row_that_references_the_user(
     ]
     assert {r["actor_user_id"] for r in export["admin_reads"]} == {str(admin.user.id)}
 
+    assert [a["action"] for a in export["audit_actions"]] == ["audit.turn.read"]
+    assert set(export["audit_actions"][0]) == {"id", "action", "created_at"}
+    assert len(export["logins"]) >= 1
+    assert {"id", "created_at", "expires_at", "revoked_at"} == set(export["logins"][0])
+    assert [d["title"] for d in export["kb_documents_added"]] == ["Handbook by me"]
+
     naming = await tables_naming(settings, me.ids())
     assert set(naming) <= set(EXPORTED) | DERIVED, "a table holds user data the export misses"
-    for table, section in EXPORTED.items():
-        exported = export[section]
-        assert naming.get(table, 0) == (1 if isinstance(exported, dict) else len(exported)), table
+    for table, sections in EXPORTED.items():
+        rows = 0
+        for section in sections:
+            exported = export[section]
+            rows += 1 if isinstance(exported, dict) else len(exported)
+        assert naming.get(table, 0) == rows, table
+        assert rows, f"the test leaves no {table} row to export"
     assert not (json.dumps(export).count(str(other.user.id)))  # and nobody else's data
 
 
