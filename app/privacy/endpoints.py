@@ -6,17 +6,19 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.types import Receive, Scope, Send
 
 from app.audit.log import record
 from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import NotFound
+from app.core.errors import NotFound, TooManyRequests
 from app.core.resources import Resources
 from app.models import AuditLog, ChatSession, QueryHistory, User
 from app.privacy.erasure import erase_user, purge_cache_keys
@@ -51,7 +53,14 @@ class ErasureResponse(BaseModel):
 async def export_me(principal: CurrentPrincipal, resources: ResourcesDep) -> StreamingResponse:
     """Everything held about the caller as one JSON document (`format_version`, `generated_at`,
     `user`, `sessions`, `turns`, `attachments`, `session_attachments`, `api_keys`,
-    `admin_reads`, `audit_actions`, `logins`, `kb_documents_added`), streamed."""
+    `admin_reads`, `audit_actions`, `logins`, `kb_documents_added`), streamed. Each export
+    holds a pooled connection while it streams: a few at once per process, 429 above."""
+    if _EXPORTS.active >= resources.settings.export_max_concurrent:
+        raise TooManyRequests(
+            "Too many exports are running; retry shortly.",
+            code="export_busy",
+            headers={"Retry-After": "5"},
+        )
     body = export_user(
         resources.sessionmaker,
         principal.tenant_id,
@@ -59,11 +68,33 @@ async def export_me(principal: CurrentPrincipal, resources: ResourcesDep) -> Str
         batch_rows=resources.settings.export_batch_rows,
     )
     filename = f"threadline-export-{principal.user_id}.json"
-    return StreamingResponse(
+    return _ExportResponse(
         body,
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
+
+
+class _ExportSlots:
+    active = 0
+
+
+_EXPORTS = _ExportSlots()
+
+
+class _ExportResponse(StreamingResponse):
+    """Holds an export slot from creation until the response has been sent (or failed): the
+    release cannot depend on the body being iterated, which a client gone early prevents."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _EXPORTS.active += 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            _EXPORTS.active -= 1
 
 
 async def _stop_running_turns(

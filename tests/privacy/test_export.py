@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from collections.abc import MutableMapping
+from typing import Any
 
 import httpx
 import pytest
@@ -136,3 +139,48 @@ async def test_a_long_history_is_streamed_whole_in_batches(
     assert export["turns"][0]["answer"] == 'a "quoted" 1'
     assert uuid.UUID(export["turns"][0]["session_id"]) == chat.id
     assert export["attachments"] == []
+
+
+async def test_exports_beyond_the_per_process_cap_get_429_until_one_ends(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    app.state.resources.settings = app.state.resources.settings.model_copy(
+        update={"export_max_concurrent": 1, "export_batch_rows": 1}
+    )
+    user = await make_user(db, await make_tenant(db))
+    owner = await login(client, user)
+    first_chunk, resume = asyncio.Event(), asyncio.Event()
+
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # the client never goes away on its own
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not first_chunk.is_set():
+            first_chunk.set()
+            await resume.wait()  # a slow client: the export stays open
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1", "method": "GET", "scheme": "http", "path": "/me/export",
+        "raw_path": b"/me/export", "query_string": b"", "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in owner.headers.items()],
+        "client": ("127.0.0.1", 1), "server": ("test", 80),
+    }  # fmt: skip
+    slow = asyncio.create_task(app(scope, receive, send))
+    try:
+        await asyncio.wait_for(first_chunk.wait(), 10)
+        busy = await client.get("/me/export", headers=owner.headers)
+    finally:  # the open export holds a transaction: let it end whatever happens
+        resume.set()
+        await asyncio.wait_for(slow, 10)
+    assert busy.status_code == 429
+    assert busy.json()["error"]["code"] == "export_busy"
+    assert int(busy.headers["retry-after"]) > 0
+    assert (await client.get("/me/export", headers=owner.headers)).status_code == 200
