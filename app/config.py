@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     """Interval of the retention sweep (turn age limits, expired logins, orphan checkpoints)."""
     export_batch_rows: int = Field(default=100, ge=1, le=10000)
     """Rows fetched per round trip while streaming `GET /me/export`."""
+    export_max_concurrent: int = Field(default=4, ge=1)
+    """Exports streaming at once per process (each holds a database connection); 429 above."""
 
     # --- Stream resilience, limits, tracing ------------------------------------------------
     sse_buffer_ttl_seconds: int = Field(default=600, ge=1)

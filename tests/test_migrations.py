@@ -95,6 +95,21 @@ async def test_the_models_match_the_migrated_schema(test_database: Settings) -> 
     assert relevant == [], "\n".join(map(str, relevant))
 
 
+async def test_every_checkpoint_table_has_a_tenant_index(test_database: Settings) -> None:
+    """Their RLS policies filter on tenant_id; erasure and retention delete by it."""
+    engine = create_async_engine(migrate.asyncpg_owner_url(test_database))
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text(
+                "SELECT tablename FROM pg_indexes WHERE schemaname = 'public' "
+                "AND indexdef LIKE '%(tenant_id)'"
+            )
+        )
+        indexed = set(rows.scalars())
+    await engine.dispose()
+    assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes"} <= indexed
+
+
 def test_the_frozen_checkpointer_schema_matches_the_installed_library() -> None:
     """Revision 0006 copies langgraph-checkpoint-postgres' migrations; an upgrade of the
     library that changes them needs a new revision."""

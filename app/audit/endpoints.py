@@ -72,19 +72,25 @@ async def list_turns(
     after = Cursor.decode(cursor) if cursor else None
     rows = await turns.turn_page(db, admin.tenant_id, filters, limit=limit, after=after)
     items, next_cursor = split_page(rows, limit)
-    await record(
-        db,
-        admin,
-        "audit.turns.list",
-        target_user_id=user_id,
-        resource="turns",
-        details={
-            "filters": filters.as_details(),
-            "cursor": cursor,
-            "returned": len(items),
-            "users": sorted({str(t.user_id) for t in items if t.user_id != admin.user_id}),
-        },
-    )
+    users = sorted({t.user_id for t in items if t.user_id != admin.user_id}, key=str)
+    targets: list[uuid.UUID | None] = [user_id] if user_id is not None else [*users]
+    # One entry per user whose turns were returned, with target_user_id set: the user's
+    # export and the log's target filter then find every read of their data. A page with
+    # nobody else's turns still leaves one entry, without a target.
+    for target in targets or [None]:
+        await record(
+            db,
+            admin,
+            "audit.turns.list",
+            target_user_id=target,
+            resource="turns",
+            details={
+                "filters": filters.as_details(),
+                "cursor": cursor,
+                "returned": len(items),
+                "users": [str(target)] if target is not None else [],
+            },
+        )
     return AuditTurnPage(items=[_summary(t) for t in items], next_cursor=next_cursor)
 
 

@@ -6,6 +6,7 @@ exhaust the server. When Redis is down the throttle is skipped (logged), not the
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from app.core.errors import TooManyRequests
@@ -21,7 +22,9 @@ class LoginThrottle:
         self.window = window_seconds
 
     def _keys(self, email: str, client: str | None) -> list[str]:
-        keys = [self.redis.key("login-failures", "email", email)]
+        # The e-mail hashed: a key must not hold personal data an erasure would have to find.
+        digest = hashlib.sha256(email.strip().lower().encode()).hexdigest()
+        keys = [self.redis.key("login-failures", "email", digest)]
         if client:
             keys.append(self.redis.key("login-failures", "client", client))
         return keys

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -58,15 +59,17 @@ async def _admit(
     turn_id: uuid.UUID,
 ) -> PreparedTurn:
     """Rate limits and quotas (before the model is called), then the turn is recorded in the
-    request's transaction; a refused turn releases its idempotency claim."""
+    request's transaction; a refused turn (or any failure here) releases its idempotency
+    claim."""
     limiter = resources.guards.limiter
     try:
         limits = await limiter.limits_for(session, principal.tenant_id)
         await limiter.admit(principal.tenant_id, principal.user_id, limits)
         return await prepare_turn(session, principal, body, resources.settings, turn_id)
-    except AppError:
+    except BaseException:
         if claim is not None:
-            await resources.redis.client.delete(claim.key)
+            with contextlib.suppress(Exception):  # Redis down: the claim expires soon anyway
+                await resources.redis.client.delete(claim.key)
         raise
 
 
@@ -231,19 +234,34 @@ async def resume_stream(
 
 @router.post("/chat/{turn_id}/stop", status_code=202, response_model=StopResponse)
 async def stop_turn(
-    turn_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+    turn_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: DbSession,
+    resources: ResourcesDep,
+    response: Response,
 ) -> StopResponse:
     """Stop a running turn (on whichever process runs it): the model call is cancelled, the
-    stream ends with `done` marked `stopped`, the turn is stored `incomplete`."""
+    stream ends with `done` marked `stopped`, the turn is stored `incomplete` (202). When no
+    process receives the stop (the one running it died), the turn is stored `incomplete`
+    here (200, `stopped`)."""
     turn = await TurnRepository(session, principal.tenant_id).get(turn_id)
     if turn is None or turn.user_id != principal.user_id:
         raise NotFound("Turn not found.")
     if turn.status != "pending":
         raise Conflict("The turn is not running.", code="turn_not_running")
     try:
-        await resources.guards.streams.stop(turn_id)
+        reached = await resources.guards.streams.stop(turn_id)
     except Exception:
         raise ServiceUnavailable(
             "The stop could not reach the process running this turn.", code="stop_unavailable"
         ) from None
-    return StopResponse(turn_id=turn_id, status="stopping")
+    if reached:
+        return StopResponse(turn_id=turn_id, status="stopping")
+    session_id = turn.session_id
+    await TurnRepository(session, principal.tenant_id).finish_unfinished(
+        turn_id, status="incomplete", context_metadata={"error": {"code": "run_lost"}}
+    )
+    await session.commit()
+    await resources.history.drop(principal.tenant_id, session_id)
+    response.status_code = 200
+    return StopResponse(turn_id=turn_id, status="stopped")

@@ -26,7 +26,11 @@ class ChatGuards:
         buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
         return cls(
             streams=StreamHub(redis, buffer),
-            idempotency=IdempotencyStore(redis, settings.idempotency_ttl_seconds),
+            idempotency=IdempotencyStore(
+                redis,
+                settings.idempotency_ttl_seconds,
+                running_ttl_seconds=int(settings.llm_timeout_seconds) + 60,
+            ),
             limiter=UsageLimiter(redis, settings),
         )
 
@@ -35,10 +39,10 @@ class ChatGuards:
         terminal = outcome.terminal
         if terminal is None:
             metrics.STREAMS_ENDED.labels(outcome="cancelled").inc()
-            tokens = outcome.tokens  # what was generated before the cancel
+            tokens = outcome.spent()["total_tokens"]  # the prompt and what was streamed
         elif terminal.name == "error":
             metrics.STREAMS_ENDED.labels(outcome="error").inc()
-            tokens = outcome.tokens
+            tokens = outcome.spent()["total_tokens"]
         else:
             done = terminal.data
             usage = done.get("usage") or {}

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.chat.repository import SessionStateRepository, TurnRepository
 from app.core.redis import RedisHandle
 from app.graph.state import HistoryTurn
+from app.privacy.marks import mark_key
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,9 @@ class HistoryStore:
         try:
             async with self.redis.client.pipeline(transaction=True) as pipe:
                 await pipe.watch(key)
-                current = await pipe.get(key)
+                current, erased = await pipe.mget(key, mark_key(self.redis, session_id))
+                if erased is not None:  # the session was erased while its turn ran
+                    return
                 if current is not None and json.loads(current)["total"] > snapshot["total"]:
                     return
                 cast(Any, pipe).multi()  # untyped in redis-py's stubs

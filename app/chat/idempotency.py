@@ -4,8 +4,10 @@ The first request claims the key with SET NX (atomic, so of ten concurrent retri
 one wins) and records its turn id; the winner stores the finished answer under the key. A
 retry with the same body returns that answer, or follows the running turn (streams through
 the Redis buffer, JSON by waiting for the stored answer). Another body with the same key is
-a client bug: 422. Keys live `THREADLINE_IDEMPOTENCY_TTL_SECONDS` (24 h). A run that fails
-releases its key, so a retry may try again. Without Redis the header is ignored.
+a client bug: 422. A running claim lives `THREADLINE_LLM_TIMEOUT_SECONDS` + 60 s (so a claim
+whose process died does not block retries for long); a stored answer lives
+`THREADLINE_IDEMPOTENCY_TTL_SECONDS` (24 h). A run that fails, or a request that fails before
+its run starts, releases its key, so a retry may try again. Without Redis the header is ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from app.chat.schemas import ChatRequest, chat_answer
 from app.chat.sse import RunOutcome
 from app.core.errors import UnprocessableEntity
 from app.core.redis import RedisHandle
+from app.privacy.marks import is_erased
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +50,12 @@ def fingerprint(endpoint: str, body: ChatRequest) -> str:
 
 
 class IdempotencyStore:
-    def __init__(self, redis: RedisHandle, ttl_seconds: int) -> None:
+    def __init__(self, redis: RedisHandle, ttl_seconds: int, running_ttl_seconds: int) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
+        # A claim whose process dies must not block retries for a day: while the turn runs,
+        # the key lives a little longer than a model call may take.
+        self.running_ttl = min(running_ttl_seconds, ttl_seconds)
 
     def key(self, principal: Principal, raw_key: str) -> str:
         digest = hashlib.sha256(raw_key.encode()).hexdigest()
@@ -71,7 +77,7 @@ class IdempotencyStore:
         mine = {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
         try:
             for _ in range(3):  # the holder may release between our SET and GET
-                if await self.redis.client.set(key, json.dumps(mine), nx=True, ex=self.ttl):
+                if await self.redis.client.set(key, json.dumps(mine), nx=True, ex=self.running_ttl):
                     return Claim(key, True, mine)
                 raw = await self.redis.client.get(key)
                 if raw is not None:
@@ -105,7 +111,8 @@ class IdempotencyStore:
     def finisher(self, claim: Claim) -> Any:
         async def finish(outcome: RunOutcome) -> None:
             terminal = outcome.terminal
-            if terminal is None or terminal.name != "done":
+            erased = await is_erased(self.redis, outcome.turn.user_id)
+            if erased or terminal is None or terminal.name != "done":
                 await self.redis.client.delete(claim.key)  # failed: a retry may run it again
                 return
             record = {**claim.record, "state": "done", "response": response_of(outcome)}

@@ -30,6 +30,7 @@ from app.graph.context import TurnContext
 from app.graph.nodes.answer_early import public_triage
 from app.graph.nodes.validate_output import check_answer
 from app.graph.state import ChatMessage, initial_state
+from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
 
@@ -43,6 +44,14 @@ async def drain_background(wait_seconds: float = 10.0) -> None:
     """Wait (bounded) for the writes that finish cancelled or failed turns: at shutdown."""
     if _BACKGROUND:
         await asyncio.wait(list(_BACKGROUND), timeout=wait_seconds)
+
+
+@dataclass
+class TurnSpend:
+    """What a turn has cost before it is done, for the quota of a run that does not finish."""
+
+    prompt_tokens: int = 0
+    """The answer prompt's tokens, counted once it is built (before the model is called)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class PreparedTurn:
     ending: dict[str, Any] = field(default_factory=dict, compare=False)
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
     `validation`, for the stopped stream's `done` event."""
+    spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,10 @@ class TurnRunner:
                 for node, update in chunk.items():
                     if node != "persist":  # persist empties the working fields: keep ours
                         progress.state.update(update or {})
+                        if (update or {}).get("prompt"):
+                            turn.spend.prompt_tokens = sum(
+                                count_tokens(m["content"]) for m in update["prompt"]
+                            )
                     else:
                         progress.state["context_metadata"] = {
                             **progress.state.get("context_metadata", {}),

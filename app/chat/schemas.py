@@ -88,7 +88,9 @@ class ChatResponse(BaseModel):
 
 class StopResponse(BaseModel):
     turn_id: uuid.UUID
-    status: Literal["stopping"]
+    status: Literal["stopping", "stopped"]
+    """`stopping` (202): the running process ends it; `stopped` (200): no process received
+    the stop, so the turn was stored `incomplete` directly."""
 
 
 def chat_answer(

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.chat.runner import PreparedTurn, TurnEvent
 from app.chat.stream_buffer import TERMINAL_EVENTS, BufferWriter
+from app.llm.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,19 @@ class RunOutcome:
     meta: dict[str, Any] | None = None
     sources: list[dict[str, Any]] = field(default_factory=list)
     terminal: TurnEvent | None = None
-    tokens: int = 0
+    partial: list[str] = field(default_factory=list)
+    """The streamed answer text, piece by piece."""
+
+    def spent(self) -> dict[str, int]:
+        """The usage of a run that did not complete: its prompt (once built) and what it
+        streamed, both counted with the tokenizer."""
+        prompt = self.turn.spend.prompt_tokens
+        completion = count_tokens("".join(self.partial))
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
 
 
 Finisher = Callable[[RunOutcome], Awaitable[None]]
@@ -74,7 +87,6 @@ class RunHandle:
         self.listening = True  # a local client reads the queue
         self.stop_requested = False
         self.attached_at = 0.0  # when a remote (resuming) client last said it is there
-        self._partial: list[str] = []
         self._watchdog: asyncio.Task[None] | None = None
         self.task = asyncio.create_task(self._produce(events), context=contextvars.copy_context())
         _RUNNING.add(self.task)
@@ -104,8 +116,7 @@ class RunHandle:
     def _emit(self, event_id: int, event: TurnEvent) -> None:
         outcome = self.outcome
         if event.name == "token":
-            self._partial.append(event.data["text"])
-            outcome.tokens += 1
+            outcome.partial.append(event.data["text"])
         elif event.name == "meta":
             outcome.meta = event.data
         elif event.name == "sources":
@@ -129,9 +140,9 @@ class RunHandle:
                 "session_id": str(turn.session_id),
                 "status": "incomplete",
                 "stopped": True,
-                "answer": ending.get("answer", "".join(self._partial)),
+                "answer": ending.get("answer", "".join(self.outcome.partial)),
                 "query_composition": (self.outcome.meta or {}).get("query_composition"),
-                "usage": {"completion_tokens": self.outcome.tokens},
+                "usage": self.outcome.spent(),
                 "context_metadata": metadata,
                 "triage": metadata.get("triage"),
                 "validation": metadata.get("validation"),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.redis import RedisHandle
+from app.privacy.marks import is_erased
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,16 @@ class BufferWriter:
                     await pipe.execute()
             except Exception:
                 self._fail()
+        await self._forget_if_erased()
+
+    async def _forget_if_erased(self) -> None:
+        """The user was erased while the stream ran: its events must not outlive the purge."""
+        redis = self.buffer.redis
+        if await is_erased(redis, self.owner.partition(":")[2]):
+            try:
+                await redis.client.delete(self.key, self.owner_key)
+            except Exception:
+                logger.warning("could not remove an erased user's stream buffer", exc_info=True)
 
     def _fail(self) -> None:
         if not self.failed:

@@ -51,13 +51,15 @@ class StreamHub:
         run.task.add_done_callback(lambda _: self.runs.pop(turn.turn_id, None))
         return run
 
-    async def stop(self, turn_id: uuid.UUID) -> None:
-        """Stop a turn wherever it runs: here directly, elsewhere through the channel."""
+    async def stop(self, turn_id: uuid.UUID) -> bool:
+        """Stop a turn wherever it runs: here directly, elsewhere through the channel. False
+        when no process received the stop (none listens: nobody can be running the turn)."""
         run = self.runs.get(turn_id)
         if run is not None:
             run.stop()
-            return
-        await self.redis.client.publish(self.channel, f"{STOP}:{turn_id}")
+            return True
+        receivers = await self.redis.client.publish(self.channel, f"{STOP}:{turn_id}")
+        return int(receivers) > 0
 
     async def announce_attached(self, turn_id: uuid.UUID) -> None:
         """A resuming client follows this turn: its generation must not time out."""

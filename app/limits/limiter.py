@@ -1,10 +1,12 @@
 """Requests per minute and model tokens per day, per user and per tenant, counted in Redis.
 
-Both checks happen before the model is called, in one pipelined round trip: the minute
-counters are fixed windows (INCR + EXPIRE), the token counters hold what finished turns used
-today (UTC). A tenant's `settings["limits"]` overrides the defaults from the environment
-(`THREADLINE_RATE_LIMIT_*`, `THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down: no
-limits (chat keeps answering; `/readyz` reports Redis).
+Both checks happen before the model is called: the user's first (one pipelined round trip),
+then the tenant's minute counter (a second one, only for requests the user's limits admit; a
+request the tenant refuses is not counted). The minute counters are fixed windows (INCR +
+EXPIRE), the token counters hold what finished turns used today (UTC). A tenant's
+`settings["limits"]` overrides the defaults from the environment (`THREADLINE_RATE_LIMIT_*`,
+`THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down: no limits (chat keeps answering;
+`/readyz` reports Redis).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from app.core.errors import TooManyRequests
 from app.core.redis import RedisHandle
 from app.models import Tenant
 from app.observability import metrics
+from app.privacy.marks import is_erased
 
 logger = logging.getLogger(__name__)
 
@@ -76,49 +79,44 @@ class UsageLimiter:
         }
 
     async def admit(self, tenant_id: uuid.UUID, user_id: uuid.UUID, limits: Limits) -> None:
-        """Count this request; 429 if over a rate limit or a token quota."""
+        """Count this request; 429 if over a rate limit or a token quota.
+
+        The user's limits are checked first and the tenant's minute counter is counted only
+        for a request the user's limits admit (and given back when the tenant's refuses it):
+        one user over their limit must not use up the budget of everyone in the tenant.
+        """
         now = time.time()
         keys = self._keys(tenant_id, user_id, now)
         try:
             async with self.redis.client.pipeline(transaction=False) as pipe:
                 pipe.incr(keys["user_min"])
                 pipe.expire(keys["user_min"], 61)
-                pipe.incr(keys["tenant_min"])
-                pipe.expire(keys["tenant_min"], 61)
                 pipe.get(keys["user_day"])
                 pipe.get(keys["tenant_day"])
-                user_count, _, tenant_count, _, user_tokens, tenant_tokens = await pipe.execute()
+                user_count, _, user_tokens, tenant_tokens = await pipe.execute()
         except Exception:
             logger.warning("rate limiter unavailable: admitting without limits")
             return
-        until_midnight = str(int(DAY_SECONDS - now % DAY_SECONDS) + 1)
-        for scope, used, quota in (
-            ("user", int(user_tokens or 0), limits.user_tokens_per_day),
-            ("tenant", int(tenant_tokens or 0), limits.tenant_tokens_per_day),
-        ):
-            if quota and used >= quota:
-                metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="tokens").inc()
-                raise TooManyRequests(
-                    f"The daily token quota of this {scope} is used up.",
-                    code="token_quota_exceeded",
-                    headers={"Retry-After": until_midnight},
-                )
-        until_next_minute = str(int(60 - now % 60) + 1)
-        for scope, count, limit in (
-            ("user", user_count, limits.user_per_min),
-            ("tenant", tenant_count, limits.tenant_per_min),
-        ):
-            if limit and count > limit:
-                metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="requests").inc()
-                raise TooManyRequests(
-                    f"Too many chat requests for this {scope}; retry in a minute.",
-                    code="rate_limited",
-                    headers={"Retry-After": until_next_minute},
-                )
+        _check_quota("user", int(user_tokens or 0), limits.user_tokens_per_day, now)
+        _check_rate("user", int(user_count), limits.user_per_min, now)
+        _check_quota("tenant", int(tenant_tokens or 0), limits.tenant_tokens_per_day, now)
+        if not limits.tenant_per_min:
+            return
+        try:
+            async with self.redis.client.pipeline(transaction=False) as pipe:
+                pipe.incr(keys["tenant_min"])
+                pipe.expire(keys["tenant_min"], 61)
+                tenant_count, _ = await pipe.execute()
+            if int(tenant_count) > limits.tenant_per_min:
+                await self.redis.client.decr(keys["tenant_min"])  # refused: not counted
+        except Exception:
+            logger.warning("rate limiter unavailable: admitting without limits")
+            return
+        _check_rate("tenant", int(tenant_count), limits.tenant_per_min, now)
 
     async def charge(self, tenant_id: uuid.UUID, user_id: uuid.UUID, tokens: int) -> None:
         """Add a finished turn's tokens to today's counters."""
-        if tokens <= 0:
+        if tokens <= 0 or await is_erased(self.redis, user_id):  # erased meanwhile: no key
             return
         keys = self._keys(tenant_id, user_id, time.time())
         try:
@@ -129,3 +127,23 @@ class UsageLimiter:
                 await pipe.execute()
         except Exception:
             logger.warning("could not count a turn's tokens against the quota")
+
+
+def _check_quota(scope: str, used: int, quota: int, now: float) -> None:
+    if quota and used >= quota:
+        metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="tokens").inc()
+        raise TooManyRequests(
+            f"The daily token quota of this {scope} is used up.",
+            code="token_quota_exceeded",
+            headers={"Retry-After": str(int(DAY_SECONDS - now % DAY_SECONDS) + 1)},
+        )
+
+
+def _check_rate(scope: str, count: int, limit: int, now: float) -> None:
+    if limit and count > limit:
+        metrics.LIMIT_REJECTIONS.labels(scope=scope, kind="requests").inc()
+        raise TooManyRequests(
+            f"Too many chat requests for this {scope}; retry in a minute.",
+            code="rate_limited",
+            headers={"Retry-After": str(int(60 - now % 60) + 1)},
+        )

@@ -22,7 +22,9 @@ from app.models import (
     Attachment,
     AuditLog,
     ChatSession,
+    KbDocument,
     QueryHistory,
+    RefreshTokenFamily,
     SessionAttachment,
     User,
 )
@@ -134,6 +136,33 @@ def _sections(
                 AuditLog.created_at,
             ).where(AuditLog.tenant_id == tenant_id, AuditLog.target_user_id == user_id),
             ("id",),
+        ),
+        (
+            "audit_actions",  # what the user did that the audit log records (as an admin)
+            # Without target, resource and details: those name other people's data.
+            select(AuditLog.id, AuditLog.action, AuditLog.created_at).where(
+                AuditLog.tenant_id == tenant_id, AuditLog.actor_user_id == user_id
+            ),
+            ("id",),
+        ),
+        (
+            "logins",  # refresh-token families: one per login, never a token or a secret
+            select(
+                RefreshTokenFamily.id,
+                RefreshTokenFamily.created_at,
+                RefreshTokenFamily.expires_at,
+                RefreshTokenFamily.revoked_at,
+            ).where(
+                RefreshTokenFamily.tenant_id == tenant_id, RefreshTokenFamily.user_id == user_id
+            ),
+            ("created_at", "id"),
+        ),
+        (
+            "kb_documents_added",  # knowledge-base documents the user added (the tenant's)
+            select(KbDocument.id, KbDocument.title, KbDocument.created_at).where(
+                KbDocument.tenant_id == tenant_id, KbDocument.created_by == user_id
+            ),
+            ("created_at", "id"),
         ),
     ]
 

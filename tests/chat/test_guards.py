@@ -17,7 +17,7 @@ from app.core.db import scope_to_tenant
 from app.main import create_app
 from app.models import Tenant
 from tests.chat_helpers import stream_chat, use_model
-from tests.factories import make_chatter
+from tests.factories import login, make_chatter, make_session, make_user
 from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.committed
@@ -105,6 +105,81 @@ async def test_a_burst_over_the_rate_limit_gets_429_with_retry_after(
     assert 'threadline_limit_rejections_total{kind="requests",scope="user"}' in metrics
 
 
+async def _colleague(
+    client: httpx.AsyncClient, db: AsyncSession, tenant: Tenant
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Another user of `tenant`: their headers and a chat body for their session."""
+    user = await make_user(db, tenant)
+    chat = await make_session(db, user)
+    logged_in = await login(client, user)
+    return logged_in.headers, {"session_id": str(chat.id), "message": "How are refunds handled?"}
+
+
+async def test_a_user_over_their_limit_does_not_use_up_the_tenant_budget(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    await _set_limits(db, tenant.id, user_per_min=2, tenant_per_min=4)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    mine = [await client.post("/chat", json=body, headers=owner.headers) for _ in range(6)]
+    assert [r.status_code for r in mine] == [200, 200, 429, 429, 429, 429]
+    assert {r.json()["error"]["code"] for r in mine[2:]} == {"rate_limited"}
+
+    headers, colleague_body = await _colleague(client, db, tenant)
+    theirs = [await client.post("/chat", json=colleague_body, headers=headers) for _ in range(2)]
+    assert [r.status_code for r in theirs] == [200, 200]  # 2 + 2 admitted: the tenant's 4
+
+
+async def test_the_tenant_per_minute_limit_refuses_every_user_and_counts_only_admitted(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    await _set_limits(db, tenant.id, tenant_per_min=3)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    headers, colleague_body = await _colleague(client, db, tenant)
+    statuses = []
+    for _ in range(3):
+        statuses.append((await client.post("/chat", json=body, headers=owner.headers)).status_code)
+        statuses.append(
+            (await client.post("/chat", json=colleague_body, headers=headers)).status_code
+        )
+    assert statuses == [200, 200, 200, 429, 429, 429]
+    refused = await client.post("/chat", json=body, headers=owner.headers)
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert "tenant" in refused.json()["error"]["message"]
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    minute_key = limiter._keys(tenant.id, user.id, time.time())["tenant_min"]
+    assert int(await redis.client.get(minute_key)) == 3  # the refused ones were not counted
+    metrics = (await client.get("/metrics")).text
+    assert 'threadline_limit_rejections_total{kind="requests",scope="tenant"}' in metrics
+
+
+async def test_a_used_up_user_quota_refuses_that_user_only(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER)
+    use_model(app, model)
+    await _set_limits(db, tenant.id, user_tokens_per_day=10_000)
+    body = {"session_id": str(chat.id), "message": "How are refunds handled?"}
+    first = await client.post("/chat", json=body, headers=owner.headers)
+    assert first.status_code == 200
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    day_key = limiter._keys(tenant.id, user.id, time.time())["user_day"]
+    assert int(await redis.client.get(day_key)) == first.json()["usage"]["total_tokens"]
+    await redis.client.incrby(day_key, 10_000)
+
+    refused = await client.post("/chat", json=body, headers=owner.headers)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "token_quota_exceeded"
+    assert "user" in refused.json()["error"]["message"]
+    headers, colleague_body = await _colleague(client, db, tenant)
+    assert (await client.post("/chat", json=colleague_body, headers=headers)).status_code == 200
+    assert len(model.answer_prompts()) == 2  # the refused turn never reached the model
+
+
 async def test_an_exhausted_daily_token_quota_refuses_before_the_model_is_called(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
@@ -183,3 +258,47 @@ async def test_without_redis_chat_answers_and_readyz_says_redis_is_down(
             ready = (await client.get("/readyz")).json()
             assert ready["checks"]["redis"]["status"] == "down"
             assert ready["status"] == "degraded"
+
+
+async def test_a_running_claim_expires_soon_and_is_kept_a_day_once_answered(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.03)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "take your time"}
+    headers = {**owner.headers, "Idempotency-Key": "short-while-running"}
+    running = asyncio.create_task(client.post("/chat", json=body, headers=headers))
+    for _ in range(500):
+        if model.tokens_streamed >= 2:
+            break
+        await asyncio.sleep(0.01)
+    redis = app.state.resources.redis
+    key = app.state.resources.guards.idempotency.key(
+        owner_principal(owner, chat), "short-while-running"
+    )
+    limit = app.state.resources.settings.llm_timeout_seconds + 60
+    assert 0 < await redis.client.ttl(key) <= limit
+    assert (await running).status_code == 200
+    assert 24 * 3600 - 60 < await redis.client.ttl(key) <= 24 * 3600
+
+
+async def test_any_failure_before_the_run_releases_the_claim(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
+    body = {"session_id": str(chat.id), "message": "again"}
+    headers = {**owner.headers, "Idempotency-Key": "fails-once"}
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the database went away mid-request")
+
+    monkeypatch.setattr("app.chat.endpoints.prepare_turn", broken)
+    failed = await client.post("/chat", json=body, headers=headers)
+    assert failed.status_code == 500
+    monkeypatch.undo()
+
+    retry = await client.post("/chat", json=body, headers=headers)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["answer"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -15,10 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.graph.budget import SYSTEM_PROMPT
+from app.llm.tokens import count_tokens
 from app.models import QueryHistory
 from tests.chat.stream_driver import other_process, stream_until
 from tests.chat_helpers import Event, parse_sse, use_model
-from tests.factories import make_chatter
+from tests.factories import make_chatter, make_turn
 from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.committed
@@ -298,3 +300,80 @@ async def test_a_stopped_turn_returns_and_stores_its_partial_answer_checked(
     assert stored.context_metadata["triage"] == done["triage"]
     original = stored.context_metadata["audit"]["original_answer"]
     assert "You are Threadline" in original and "mario.rossi@example.com" not in original
+
+
+async def _charged(app: FastAPI, tenant_id: uuid.UUID, user_id: uuid.UUID) -> int:
+    """The user's token count today, once the run's accounting has written it."""
+    redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
+    key = limiter._keys(tenant_id, user_id, time.time())["user_day"]
+    for _ in range(100):
+        if (value := await redis.client.get(key)) is not None:
+            return int(value)
+        await asyncio.sleep(0.05)
+    raise AssertionError("nothing was charged")
+
+
+def _prompt_tokens(model: ScriptedChatModel) -> int:
+    (prompt,) = model.answer_prompts()
+    return sum(count_tokens(str(m.content)) for m in prompt)
+
+
+async def test_a_stopped_stream_is_charged_its_prompt_and_its_streamed_text(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.03)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "go"}
+    streaming = asyncio.create_task(stream_until(app, owner.headers, body, lambda _: False))
+    for _ in range(500):
+        if model.tokens_streamed >= 5:
+            break
+        await asyncio.sleep(0.01)
+    turn_id = await _pending_turn_id(db, tenant.id)
+    assert (await client.post(f"/chat/{turn_id}/stop", headers=owner.headers)).status_code == 202
+    raw, _ = await streaming
+    events, _ = parse_sse(raw.decode())
+    streamed = "".join(e.data["text"] for e in events if e.name == "token")
+    expected = _prompt_tokens(model) + count_tokens(streamed)
+    assert events[-1].data["usage"]["total_tokens"] == expected
+    charged = await _charged(app, tenant.id, user.id)
+    assert charged == expected
+    assert charged > _prompt_tokens(model) > len([e for e in events if e.name == "token"])
+
+
+async def test_a_disconnected_stream_is_charged_its_prompt_and_its_streamed_text(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, user, chat, owner = await make_chatter(client, db)
+    resources = app.state.resources
+    resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
+    model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.02)
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "go"}
+    _, headers = await stream_until(app, owner.headers, body, _cut_after(b"event: token", 3))
+    stored = await _stored_turn(db, tenant.id, headers["x-turn-id"])
+    assert stored.status == "incomplete"
+    # The stored partial answer is what the run generated (the client saw a prefix of it).
+    assert await _charged(app, tenant.id, user.id) == _prompt_tokens(model) + count_tokens(
+        stored.answer or ""
+    )
+
+
+async def test_a_stop_no_process_receives_stores_the_turn_incomplete_at_once(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    # The process that ran this turn died: it is pending, and nobody listens for stops.
+    turn = await make_turn(db, chat, answer="", status="pending")
+    await app.state.resources.guards.streams.close()
+
+    stop = await client.post(f"/chat/{turn.id}/stop", headers=owner.headers)
+
+    assert stop.status_code == 200, stop.text
+    assert stop.json() == {"turn_id": str(turn.id), "status": "stopped"}
+    stored = await _stored_turn(db, tenant.id, str(turn.id))
+    assert stored.status == "incomplete"
+    assert stored.context_metadata["error"]["code"] == "run_lost"
+    again = await client.post(f"/chat/{turn.id}/stop", headers=owner.headers)
+    assert again.status_code == 409

@@ -24,6 +24,8 @@ from tests.factories import make_chatter
 pytestmark = pytest.mark.committed
 
 EMAIL = "jane.doe@example.com"
+PHONE = "+39 333 123 4567"
+IBAN = "GB82WEST12345698765432"
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -69,7 +71,10 @@ async def _chat(settings: Settings, sessionmaker: async_sessionmaker[AsyncSessio
             _tenant, user, chat, owner = await make_chatter(client, db)
             response = await client.post(
                 "/chat",
-                json={"session_id": str(chat.id), "message": f"Please mail {EMAIL} the guide"},
+                json={
+                    "session_id": str(chat.id),
+                    "message": f"Please mail {EMAIL} the guide, call {PHONE}, pay to {IBAN}",
+                },
                 headers=owner.headers,
             )
             assert response.status_code == 200, response.text
@@ -99,6 +104,9 @@ async def test_a_traced_turn_is_one_run_tree_with_a_child_per_node_and_no_pii(
         await asyncio.sleep(0.05)
     raw = b"".join(body for _, _, body in received)
     assert EMAIL.encode() not in raw
+    assert PHONE.encode() not in raw and PHONE.replace(" ", "").encode() not in raw
+    assert IBAN.encode() not in raw
+    assert b"[PHONE]" in raw and b"[IBAN]" in raw  # the message was traced, anonymized
     assert str(user.id).encode() not in raw  # only the pseudonym
     runs = _runs(received)
     roots = [r for r in runs.values() if r.get("name") == "chat_turn"]

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.models import ChatSession, Tenant, User
-from tests.chat_helpers import ask, owner_connection
+from tests.chat_helpers import ask, owner_connection, stream_chat
 from tests.factories import LoggedIn, login, make_session, make_user
 from tests.knowledge.files import make_pdf
 
@@ -80,6 +80,20 @@ async def make_footprint(
         response = await ask(client, owner, chat, "hello there")
         assert response.status_code == 200, response.text
         footprint.turn_ids.append(response.json()["turn_id"])
+    # A streamed turn (its events buffered in Redis) and one with an Idempotency-Key (its
+    # stored answer in Redis): the "every Redis key" checks cover both kinds of key.
+    body = {"session_id": str(sessions[0].id), "message": "stream it"}
+    streamed, events, _ = await stream_chat(client, owner.headers, body)
+    assert streamed.status_code == 200 and events[-1].name == "done", events
+    footprint.turn_ids.append(streamed.headers["x-turn-id"])
+    body = {"session_id": str(sessions[1].id), "message": "only once"}
+    once = {**owner.headers, "Idempotency-Key": f"footprint-{user.id}"}
+    idempotent = await client.post("/chat", json=body, headers=once)
+    assert idempotent.status_code == 200, idempotent.text
+    footprint.turn_ids.append(idempotent.json()["turn_id"])
+    # A failed login: the throttle counts it under the e-mail.
+    failed = await client.post("/auth/token", json={"email": user.email, "password": "guess"})
+    assert failed.status_code == 401
     key = await client.post("/admin/api-keys", json={"name": "ci"}, headers=owner.headers)
     assert key.status_code in (201, 403)  # members cannot create keys; admins can
     await wait_for_checkpoints(settings, [str(s.id) for s in sessions])
@@ -130,13 +144,20 @@ async def tables_naming(settings: Settings, ids: set[str]) -> dict[str, int]:
     return found
 
 
-async def redis_keys_naming(app: FastAPI, ids: set[str]) -> list[str]:
-    """Keys (anywhere in this Redis) whose name or string value names one of `ids`."""
+async def redis_keys_naming(app: FastAPI, ids: set[str], email: str = "") -> list[str]:
+    """Keys (anywhere in this Redis) whose name or string value names one of `ids` (or
+    holds `email`)."""
     client = app.state.resources.redis.client
     naming: list[str] = []
     async for raw in client.scan_iter(count=1000):
         name = raw.decode()
-        value = await client.get(raw) if await client.type(raw) == b"string" else b""
-        if ids & set(_UUID.findall(name)) or ids & set(_UUID.findall((value or b"").decode())):
+        value = (
+            (await client.get(raw) or b"").decode() if await client.type(raw) == b"string" else ""
+        )
+        if (
+            ids & set(_UUID.findall(name))
+            or ids & set(_UUID.findall(value))
+            or (email and (email.lower() in name.lower() or email.lower() in value.lower()))
+        ):
             naming.append(name)
     return naming
