@@ -273,7 +273,7 @@ class HybridRetriever:
             if source.kind == "attachment":
                 nearest_query = nearest_query.where(source.parent_id.in_(list(attachment_ids)))
             nearest = (
-                nearest_query.order_by(distance).limit(limit * 2).cte("nearest")
+                nearest_query.order_by(distance).limit(limit).cte("nearest")
             ).prefix_with("MATERIALIZED")
             statement = (
                 select(
