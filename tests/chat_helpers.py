@@ -11,13 +11,14 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, create_async_engine
 
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
 from app.core.db import scope_to_tenant
 from app.embeddings.hashing import HashingEmbedder
-from app.models import ChatSession, KbChunk, KbDocument, Tenant
+from app.models import ChatSession, KbChunk, KbDocument, QueryHistory, Tenant
 from tests.factories import LoggedIn
 from tests.fakes import ScriptedChatModel, responder
 
@@ -115,3 +116,17 @@ async def owner_connection(settings: Settings) -> AsyncIterator[AsyncConnection]
             yield connection
     finally:
         await engine.dispose()
+
+
+async def stored_turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> QueryHistory:
+    """A turn's row as committed (read fresh, not from the session's identity map)."""
+    await scope_to_tenant(db, tenant_id)
+    row = (
+        await db.execute(
+            select(QueryHistory)
+            .where(QueryHistory.id == uuid.UUID(turn_id))
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one()
+    await db.commit()
+    return row

@@ -4,19 +4,15 @@ returned and stored; the original stays in the stored context_metadata only."""
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import scope_to_tenant
 from app.graph.budget import SYSTEM_PROMPT
 from app.guardrails.output_checks import SAFE_FALLBACK
 from app.models import QueryHistory
-from tests.chat_helpers import add_kb_document, ask, use_model
+from tests.chat_helpers import add_kb_document, ask, stored_turn, use_model
 from tests.factories import make_chatter
 from tests.fakes import ScriptedChatModel
 
@@ -24,15 +20,6 @@ pytestmark = pytest.mark.committed
 
 REFUNDS = ["Damaged goods can be returned within 30 days of delivery for a full refund."]
 QUESTION = "How long is the refund window for damaged goods?"
-
-
-async def _row(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> QueryHistory:
-    await scope_to_tenant(db, tenant_id)
-    row = (
-        await db.execute(select(QueryHistory).where(QueryHistory.id == uuid.UUID(turn_id)))
-    ).scalar_one()
-    await db.commit()
-    return row
 
 
 async def _answer_with(
@@ -44,7 +31,7 @@ async def _answer_with(
     response = await ask(client, owner, chat, QUESTION)
     assert response.status_code == 200, response.text
     body = response.json()
-    return body, await _row(db, tenant.id, body["turn_id"])
+    return body, await stored_turn(db, tenant.id, body["turn_id"])
 
 
 async def test_an_ungrounded_sentence_is_flagged(
