@@ -272,9 +272,9 @@ class HybridRetriever:
             ).where(chunk.tenant_id == tenant_id, chunk.embedding.is_not(None))
             if source.kind == "attachment":
                 nearest_query = nearest_query.where(source.parent_id.in_(list(attachment_ids)))
-            nearest = (
-                nearest_query.order_by(distance).limit(limit).cte("nearest")
-            ).prefix_with("MATERIALIZED")
+            nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
+                "MATERIALIZED"
+            )
             statement = (
                 select(
                     chunk.id,
