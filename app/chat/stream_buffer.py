@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from redis.typing import EncodableT, FieldT
+
 from app.core.redis import RedisHandle
 from app.privacy.marks import is_erased
 
@@ -125,8 +127,8 @@ class BufferWriter:
                 async with client.pipeline(transaction=False) as pipe:
                     for event in events:
                         payload = json.dumps(event.data, separators=(",", ":"), default=str)
-                        entry = {"n": event.name, "d": payload}
-                        pipe.xadd(self.key, entry, id=f"{event.event_id}-0")  # type: ignore[arg-type]
+                        entry: dict[FieldT, EncodableT] = {"n": event.name, "d": payload}
+                        pipe.xadd(self.key, entry, id=f"{event.event_id}-0")
                     pipe.expire(self.key, ttl)
                     pipe.expire(self.owner_key, ttl)
                     await pipe.execute()

@@ -89,8 +89,7 @@ class StreamHub:
     async def _listen(self) -> None:
         while not self._closing:
             try:
-                pubsub = self.redis.client.pubsub()
-                try:
+                async with self.redis.client.pubsub() as pubsub:  # closed on the way out
                     await pubsub.subscribe(self.channel)
                     while not self._closing:
                         message = await pubsub.get_message(
@@ -99,9 +98,6 @@ class StreamHub:
                         if message is not None and message["type"] == "message":
                             data = message["data"]
                             self._handle(data.decode() if isinstance(data, bytes) else data)
-                finally:
-                    with contextlib.suppress(Exception):
-                        await pubsub.aclose()  # type: ignore[no-untyped-call]
             except Exception:  # Redis down: local stops still work; try again shortly
                 if not self._closing:
                     await asyncio.sleep(1.0)
