@@ -68,18 +68,7 @@ async def build_resources(settings: Settings) -> Resources:
         raise
     except Exception:
         logger.warning("could not check the embedding space", exc_info=True)
-    retriever = HybridRetriever(
-        embedder,
-        FusionSettings(
-            candidates=settings.retrieval_candidates,
-            method=settings.retrieval_fusion,
-            k=settings.retrieval_fusion_k,
-            dense_weight=settings.retrieval_dense_weight,
-            lexical_weight=settings.retrieval_lexical_weight,
-            ef_search=settings.hnsw_ef_search,
-            exact_scan_max_chunks=settings.retrieval_exact_scan_max_chunks,
-        ),
-    )
+    retriever = HybridRetriever(embedder, FusionSettings.from_settings(settings))
     context = TurnContext(
         settings=settings,
         sessionmaker=sessionmaker,

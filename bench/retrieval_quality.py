@@ -87,12 +87,7 @@ async def run(owner_url: str, embedder_name: str, docs: int, queries_limit: int)
     queries, qrels = load_queries(queries_limit)
     retriever = HybridRetriever(
         embedder,
-        FusionSettings(
-            candidates=settings.retrieval_candidates,
-            method=settings.retrieval_fusion,
-            k=settings.retrieval_fusion_k,
-            ef_search=settings.hnsw_ef_search,
-        ),
+        FusionSettings.from_settings(settings),
     )
     configurations: dict[str, tuple[Leg, ...]] = {
         "dense": ("dense",),

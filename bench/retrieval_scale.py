@@ -107,9 +107,7 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
     chosen = order if len(order) <= 6 else [*order[:2], order[len(order) // 2], *order[-3:]]
     engine = create_engine(urls.app)
     sessions = create_sessionmaker(engine)
-    retriever = HybridRetriever(
-        HashingEmbedder(), FusionSettings(ef_search=settings.hnsw_ef_search)
-    )
+    retriever = HybridRetriever(HashingEmbedder(), FusionSettings.from_settings(settings))
     per_query = max(1, queries // len(chosen))
     ann_ms: list[float] = []
     exact_ms: list[float] = []

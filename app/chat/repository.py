@@ -67,14 +67,14 @@ _COMPLETE = text(
       RETURNING id
     )
     SELECT count(*) FROM query_history
-    WHERE tenant_id = :tenant AND session_id = :session
-      AND status IN ('complete', 'incomplete')
+    WHERE tenant_id = :tenant AND session_id = :session AND status = ANY(:finished)
     """
 ).bindparams(
     bindparam("tenant", type_=UUID(as_uuid=True)),
     bindparam("turn", type_=UUID(as_uuid=True)),
     bindparam("session", type_=UUID(as_uuid=True)),
     bindparam("metadata", type_=JSONB),
+    bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
     bindparam("summary", type_=Text),
     bindparam("summarized_turns", type_=Integer),
 )

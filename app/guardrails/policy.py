@@ -8,7 +8,6 @@ database round trip per turn, and a change made elsewhere shows within the TTL.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.tenant_cache import TenantCache
 from app.models import Faq, Tenant
 
 Action = Literal["block", "flag", "off"]
@@ -71,23 +71,18 @@ class TenantPolicies:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._known: dict[uuid.UUID, tuple[TenantPolicy, float]] = {}
+        self._known: TenantCache[TenantPolicy] = TenantCache()
 
     async def get(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
         cached = self._known.get(tenant_id)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
+        if cached is not None:
+            return cached
         policy = await self.load(db, tenant_id)
-        self._known[tenant_id] = (
-            policy,
-            time.monotonic() + self.settings.tenant_policy_cache_seconds,
-        )
-        return policy
+        return self._known.put(tenant_id, policy, self.settings.tenant_policy_cache_seconds)
 
     def cached(self, tenant_id: uuid.UUID) -> TenantPolicy | None:
         """The policy if it is cached and fresh: lets a node skip opening a transaction."""
-        cached = self._known.get(tenant_id)
-        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+        return self._known.get(tenant_id)
 
     async def load(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
         faq_count = select(func.count()).select_from(Faq).where(Faq.tenant_id == tenant_id)
@@ -100,4 +95,4 @@ class TenantPolicies:
         return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
-        self._known.pop(tenant_id, None)
+        self._known.invalidate(tenant_id)

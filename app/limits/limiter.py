@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.core.errors import TooManyRequests
 from app.core.redis import RedisHandle
+from app.core.tenant_cache import TenantCache
 from app.models import Tenant
 from app.observability import metrics
 from app.privacy.marks import is_erased
@@ -30,7 +31,6 @@ from app.privacy.marks import is_erased
 logger = logging.getLogger(__name__)
 
 DAY_SECONDS = 86_400
-_OVERRIDES_TTL_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -58,16 +58,17 @@ class UsageLimiter:
     def __init__(self, redis: RedisHandle, settings: Settings) -> None:
         self.redis = redis
         self.defaults = Limits.defaults(settings)
-        self._overrides: dict[uuid.UUID, tuple[float, dict[str, Any]]] = {}
+        self.cache_seconds = settings.tenant_policy_cache_seconds
+        self._overrides: TenantCache[dict[str, Any]] = TenantCache()
 
     async def limits_for(self, db: AsyncSession, tenant_id: uuid.UUID) -> Limits:
-        """The tenant's limits; its overrides are cached briefly (read once per 30 s)."""
-        cached = self._overrides.get(tenant_id)
-        if cached is None or time.monotonic() - cached[0] > _OVERRIDES_TTL_SECONDS:
-            settings = await db.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
-            cached = (time.monotonic(), dict((settings or {}).get("limits") or {}))
-            self._overrides[tenant_id] = cached
-        return self.defaults.overridden(cached[1])
+        """The tenant's limits; its overrides are cached briefly, like its other settings."""
+        overrides = self._overrides.get(tenant_id)
+        if overrides is None:
+            stored = await db.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
+            overrides = dict((stored or {}).get("limits") or {})
+            self._overrides.put(tenant_id, overrides, self.cache_seconds)
+        return self.defaults.overridden(overrides)
 
     def _keys(self, tenant_id: uuid.UUID, user_id: uuid.UUID, now: float) -> dict[str, str]:
         minute, day = int(now // 60), int(now // DAY_SECONDS)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import Settings
 from app.embeddings.base import Embedder
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.retrieval.base import Passage
@@ -94,6 +95,18 @@ class FusionSettings:
     exact_scan_max_chunks: int = 10_000
     """A knowledge base this small is searched exactly (its rows through the tenant's btree,
     sorted by distance) instead of through the shared HNSW index."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FusionSettings:
+        return cls(
+            candidates=settings.retrieval_candidates,
+            method=settings.retrieval_fusion,
+            k=settings.retrieval_fusion_k,
+            dense_weight=settings.retrieval_dense_weight,
+            lexical_weight=settings.retrieval_lexical_weight,
+            ef_search=settings.hnsw_ef_search,
+            exact_scan_max_chunks=settings.retrieval_exact_scan_max_chunks,
+        )
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ used almost at once. Ingestion calls `invalidate` when a document becomes ready.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.tenant_cache import TenantCache
 from app.models import KbDocument
 
 POSITIVE_TTL_SECONDS = 60.0
@@ -21,12 +21,12 @@ NEGATIVE_TTL_SECONDS = 5.0
 
 class KnowledgeBaseStatus:
     def __init__(self) -> None:
-        self._known: dict[uuid.UUID, tuple[bool, float]] = {}
+        self._known: TenantCache[bool] = TenantCache()
 
     async def has_documents(self, db: AsyncSession, tenant_id: uuid.UUID) -> bool:
         cached = self._known.get(tenant_id)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
+        if cached is not None:
+            return cached
         found = bool(
             await db.scalar(
                 select(
@@ -35,8 +35,7 @@ class KnowledgeBaseStatus:
             )
         )
         ttl = POSITIVE_TTL_SECONDS if found else NEGATIVE_TTL_SECONDS
-        self._known[tenant_id] = (found, time.monotonic() + ttl)
-        return found
+        return self._known.put(tenant_id, found, ttl)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
-        self._known.pop(tenant_id, None)
+        self._known.invalidate(tenant_id)

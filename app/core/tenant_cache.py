@@ -1,0 +1,31 @@
+"""Per-process values about a tenant, kept for a short time.
+
+Some tenant facts are read on every turn (guardrail policy, limit overrides, whether the
+knowledge base has documents) but change rarely; reading them once per interval saves a query
+per turn. Another process sees a change when its copy expires.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class TenantCache(Generic[T]):
+    def __init__(self) -> None:
+        self._known: dict[uuid.UUID, tuple[T, float]] = {}
+
+    def get(self, tenant_id: uuid.UUID) -> T | None:
+        """The value if it is cached and still fresh."""
+        cached = self._known.get(tenant_id)
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    def put(self, tenant_id: uuid.UUID, value: T, ttl_seconds: float) -> T:
+        self._known[tenant_id] = (value, time.monotonic() + ttl_seconds)
+        return value
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        self._known.pop(tenant_id, None)
