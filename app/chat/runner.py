@@ -64,6 +64,8 @@ class PreparedTurn:
     attachment_ids: list[uuid.UUID]
     session_attachment_ids: list[uuid.UUID]
     """The attachments already active in the session when the turn was admitted."""
+    stored_query: str
+    """The user's message as stored (anonymised when configured)."""
     started_at: float = field(default_factory=time.time)
     ending: dict[str, Any] = field(default_factory=dict, compare=False)
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
@@ -133,6 +135,7 @@ class TurnRunner:
             messages=turn.messages,
             attachment_ids=[str(a) for a in turn.attachment_ids],
             session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
+            stored_query=turn.stored_query,
             started_at=turn.started_at,
         )
         # thread_id is the session id, always: one checkpoint thread per conversation.

@@ -28,11 +28,12 @@ async def prepare_turn(
     messages = body.conversation()
     query = messages[-1]["content"]
     requested = list(dict.fromkeys(body.attachment_ids))
+    stored_query = anonymize(query).text if settings.pii_anonymize else query
     active = await TurnRepository(session, principal.tenant_id).admit(
         turn_id=turn_id,
         session_id=body.session_id,
         user_id=principal.user_id,
-        user_query=anonymize(query).text if settings.pii_anonymize else query,
+        user_query=stored_query,
         attachment_ids=requested,
     )
     if active is None:  # unknown and foreign alike
@@ -45,4 +46,5 @@ async def prepare_turn(
         messages=messages,
         attachment_ids=requested,
         session_attachment_ids=active,
+        stored_query=stored_query,
     )

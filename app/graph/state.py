@@ -62,6 +62,8 @@ class TurnState(TypedDict):
     request_messages: list[ChatMessage]
     request_attachment_ids: list[str]
     session_attachment_ids: list[str]
+    stored_query: str
+    """The newest message as the turn's row holds it (anonymised when configured)."""
     """Attachments active in the session before this turn (read when it was admitted)."""
     started_at: float
     """Wall-clock time (epoch seconds) the request arrived: persist records the latency."""
@@ -121,6 +123,7 @@ def initial_state(
     messages: list[ChatMessage],
     attachment_ids: list[str],
     session_attachment_ids: list[str],
+    stored_query: str,
     started_at: float,
 ) -> TurnState:
     return TurnState(
@@ -131,6 +134,7 @@ def initial_state(
         request_messages=messages,
         request_attachment_ids=attachment_ids,
         session_attachment_ids=session_attachment_ids,
+        stored_query=stored_query,
         started_at=started_at,
         triage=new_triage(),
         query="",

@@ -20,10 +20,8 @@ from app.privacy.pii import anonymize
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
     tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
-    query = state["request_messages"][-1]["content"]
-    answer = state["answer"]
-    if ctx.settings.pii_anonymize:  # as the admitted turn stored the query
-        query, answer = anonymize(query).text, anonymize(answer).text
+    query = state["stored_query"]
+    answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
     latency_ms = int((time.time() - state["started_at"]) * 1000)
     metadata = {**state["context_metadata"], "latency_ms": latency_ms}
     new_summary = None
@@ -70,6 +68,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
 
 CLEARED_AFTER_PERSIST: dict[str, Any] = {
     "request_messages": [],
+    "stored_query": "",
     "client_history": [],
     "history": [],
     "unsummarized": [],
