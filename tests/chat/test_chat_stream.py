@@ -6,8 +6,7 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import MutableMapping
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.db import scope_to_tenant
 from app.graph.budget import SYSTEM_PROMPT
 from app.models import ChatSession, QueryHistory
+from tests.chat.stream_driver import stream_until
 from tests.chat_helpers import add_kb_document, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_turn, make_user
 from tests.fakes import ScriptedChatModel, text_of
@@ -125,49 +125,8 @@ async def test_the_json_endpoint_reports_a_provider_failure_as_502(
     assert turn.status == "failed"
 
 
-async def _stream_then_disconnect(
-    app: FastAPI, headers: dict[str, str], body: dict[str, Any], after_tokens: int
-) -> list[bytes]:
-    """Drive the ASGI app like a server whose client vanishes after `after_tokens` tokens."""
-    payload = json.dumps(body).encode()
-    gone = asyncio.Event()
-    chunks: list[bytes] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": payload, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if b"".join(chunks).count(b"event: token") >= after_tokens:
-                gone.set()
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/chat/stream",
-        "raw_path": b"/chat/stream",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-            *[(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("threadline.test", 80),
-    }
-    await asyncio.wait_for(app(scope, receive, send), timeout=30)
-    return chunks
+def _tokens_seen(count: int) -> Callable[[bytes], bool]:
+    return lambda received: received.count(b"event: token") >= count
 
 
 async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomplete_turn(
@@ -179,8 +138,8 @@ async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomp
     resources = app.state.resources  # no resume window: the disconnect stops generation at once
     resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
 
-    await _stream_then_disconnect(
-        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, after_tokens=3
+    await stream_until(
+        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, _tokens_seen(3)
     )
     turn: QueryHistory | None = None
     for _ in range(100):  # the incomplete mark is written by a task that outlives the request
@@ -279,8 +238,8 @@ async def test_a_disconnected_turn_stores_its_partial_answer_through_the_output_
     resources = app.state.resources
     resources.settings = resources.settings.model_copy(update={"sse_resume_grace_seconds": 0})
 
-    await _stream_then_disconnect(
-        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, after_tokens=30
+    await stream_until(
+        app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, _tokens_seen(30)
     )
     turn: QueryHistory | None = None
     for _ in range(100):
