@@ -34,6 +34,10 @@ class ScriptedChatModel(BaseChatModel):
     token_delay: float = 0.0
     fail_after_tokens: int | None = None
     tokens_streamed: int = 0
+    tokens_generated: int = 0
+    """Answer tokens produced so far, streamed or not."""
+    whole_answers: int = 0
+    """Answers asked for in one call (not streamed)."""
 
     @property
     def _llm_type(self) -> str:
@@ -48,6 +52,23 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         self.calls.append(list(messages))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self.reply(messages)))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """One call for the whole reply. An answer (the generate node's call for `/chat`)
+        takes as long as streaming it would and fails where the stream would; rewrites and
+        summaries answer at once, as with `_generate`."""
+        if not _is_answer_prompt(messages):
+            return self._generate(messages, stop, None, **kwargs)
+        self.calls.append(list(messages))
+        self.whole_answers += 1
+        pieces = [piece async for piece in self._pieces(messages)]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("".join(pieces)))])
 
     def _stream(
         self,
@@ -66,17 +87,27 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         self.calls.append(list(messages))
+        async for piece in self._pieces(messages):
+            self.tokens_streamed += 1
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+
+    async def _pieces(self, messages: list[BaseMessage]) -> AsyncIterator[str]:
+        """The reply word by word, at the provider's pace, failing where it is told to."""
         for index, piece in enumerate(re.split(r"(?<=\s)", self.reply(messages))):
             if self.fail_after_tokens is not None and index >= self.fail_after_tokens:
                 raise ProviderError("the provider closed the stream")
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
-            self.tokens_streamed += 1
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+            self.tokens_generated += 1
+            yield piece
 
     def answer_prompts(self) -> list[list[BaseMessage]]:
         """The calls that generated answers (not rewrites or summaries)."""
-        return [c for c in self.calls if "You are Threadline" in str(c[0].content)]
+        return [c for c in self.calls if _is_answer_prompt(c)]
+
+
+def _is_answer_prompt(messages: Sequence[BaseMessage]) -> bool:
+    return bool(messages) and "You are Threadline" in str(messages[0].content)
 
 
 ToolCall = tuple[str, dict[str, Any]]

@@ -96,7 +96,7 @@ async def chat(
     turn = await _admit(resources, session, principal, body, claim, turn_id)
     await session.commit()  # release the connection: the pipeline uses its own transactions
     run = resources.guards.streams.start(
-        turn, resources.runner.run(turn), buffered=False,
+        turn, resources.runner.run(turn, stream_tokens=False), buffered=False,
         finishers=_finishers(resources, claim),
     )  # fmt: skip
     done: dict[str, Any] | None = None

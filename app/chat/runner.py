@@ -125,7 +125,11 @@ class TurnRunner:
         self.context = context
         self.tracing = tracing
 
-    async def run(self, turn: PreparedTurn) -> AsyncIterator[TurnEvent]:
+    async def run(
+        self, turn: PreparedTurn, *, stream_tokens: bool = True
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn's events; without `stream_tokens` the answer arrives whole (no `token`
+        events, and a cancelled run has no partial answer)."""
         progress = _Progress()
         state = initial_state(
             tenant_id=str(turn.tenant_id),
@@ -137,6 +141,7 @@ class TurnRunner:
             session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
             stored_query=turn.stored_query,
             started_at=turn.started_at,
+            stream_tokens=stream_tokens,
         )
         # thread_id is the session id, always: one checkpoint thread per conversation.
         config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
@@ -164,7 +169,7 @@ class TurnRunner:
                     yield TurnEvent("token", {"text": chunk["token"]})
                     continue
                 for node, update in chunk.items():
-                    if node != "persist":  # persist empties the working fields: keep ours
+                    if node != "persist":  # persist returns only part of the metadata
                         progress.state.update(update or {})
                         if (update or {}).get("prompt"):
                             turn.spend.prompt_tokens = sum(

@@ -3,13 +3,23 @@
 Everything here is plain JSON-able data (ids are strings) because the checkpointer stores it.
 Every field is per turn: the caller passes a complete initial state (`initial_state`), so a
 value from the previous turn of the thread can never be mistaken for this turn's.
+
+The turn's working data (`Working[...]`: the request, history, passages, prompt, sources) is
+never checkpointed: it is rebuilt every turn from the request and `query_history`, so the
+thread's checkpoint keeps only the turn's outcome. Fewer stored channels make each turn's
+checkpoint read and write smaller (ADR 0013).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, TypeVar
+
+from langgraph.channels.untracked_value import UntrackedValue
 
 Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
+T = TypeVar("T")
+Working = Annotated[T, UntrackedValue]
+"""A field only this turn's nodes read: held in memory, never written to the checkpoint."""
 
 
 class ChatMessage(TypedDict):
@@ -59,54 +69,56 @@ class TurnState(TypedDict):
     user_id: str
     session_id: str
     turn_id: str
-    request_messages: list[ChatMessage]
-    request_attachment_ids: list[str]
-    session_attachment_ids: list[str]
-    stored_query: str
+    request_messages: Working[list[ChatMessage]]
+    request_attachment_ids: Working[list[str]]
+    session_attachment_ids: Working[list[str]]
+    stored_query: Working[str]
     """The newest message as the turn's row holds it (anonymised when configured)."""
     """Attachments active in the session before this turn (read when it was admitted)."""
     started_at: float
     """Wall-clock time (epoch seconds) the request arrived: persist records the latency."""
+    stream_tokens: Working[bool]
+    """Whether the client watches the answer arrive (`/chat/stream`): generate streams it."""
     # --- guard_input, triage (may answer without the model) --------------------------------
     triage: dict[str, Any]
     """{route, skip_llm, log, answer, ...}: see app/graph/nodes/triage.py."""
     # --- process_messages -----------------------------------------------------------------
     query: str
-    client_history: list[ChatMessage]
+    client_history: Working[list[ChatMessage]]
     # --- load_history ---------------------------------------------------------------------
-    history: list[HistoryTurn]
+    history: Working[list[HistoryTurn]]
     history_source: str
-    summary: str
+    summary: Working[str]
     summarized_turns: int
-    unsummarized: list[HistoryTurn]
+    unsummarized: Working[list[HistoryTurn]]
     """Turns older than the loaded window that the summary does not cover yet."""
-    recent_turns: list[HistoryTurn]
+    recent_turns: Working[list[HistoryTurn]]
     """The session's newest finished turns as loaded (the history cache's view), so persist
     can extend the cached snapshot without reading them again."""
     finished_turns: int
     """How many finished turns the session had when history was loaded."""
     # --- resolve_attachments --------------------------------------------------------------
-    active_attachment_ids: list[str]
+    active_attachment_ids: Working[list[str]]
     # --- classify -------------------------------------------------------------------------
     query_composition: Composition
     composition_confidence: float
     is_follow_up: bool
     reformulated_query: str
     # --- retrieve -------------------------------------------------------------------------
-    passages: list[PassageData]
+    passages: Working[list[PassageData]]
     # --- build_context --------------------------------------------------------------------
-    prompt: list[ChatMessage]
-    sources: list[SourceRef]
+    prompt: Working[list[ChatMessage]]
+    sources: Working[list[SourceRef]]
     context_metadata: dict[str, Any]
-    new_summary: str | None
-    new_summarized_turns: int
+    new_summary: Working[str | None]
+    new_summarized_turns: Working[int]
     # --- generate -------------------------------------------------------------------------
     answer: str
     model: str
     usage: Usage
     # --- agent, tools (providers with tool calling) -----------------------------------------
     tool_rounds: int
-    agent_messages: list[dict[str, Any]]
+    agent_messages: Working[list[dict[str, Any]]]
     """The tool-calling exchange so far (LangChain message dicts); emptied once answered."""
     # --- validate_output ------------------------------------------------------------------
     validation: dict[str, Any]
@@ -125,6 +137,7 @@ def initial_state(
     session_attachment_ids: list[str],
     stored_query: str,
     started_at: float,
+    stream_tokens: bool = True,
 ) -> TurnState:
     return TurnState(
         tenant_id=tenant_id,
@@ -136,6 +149,7 @@ def initial_state(
         session_attachment_ids=session_attachment_ids,
         stored_query=stored_query,
         started_at=started_at,
+        stream_tokens=stream_tokens,
         triage=new_triage(),
         query="",
         client_history=[],

@@ -27,7 +27,7 @@ from app.llm.tokens import count_tokens
 
 @dataclass
 class Generation:
-    """Usage of the last streamed answer, filled while streaming."""
+    """Usage of the last answer, filled while it is generated."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -47,6 +47,17 @@ class Responder(Protocol):
         generation: Generation,
     ) -> AsyncIterator[str]:
         """Yield the answer's text deltas; record usage in `generation`."""
+        ...
+
+    async def answer(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> str:
+        """The whole answer in one call (nobody watches it arrive); usage in `generation`."""
         ...
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
@@ -104,6 +115,28 @@ class ChatModelResponder:
         if not reported:  # providers that do not report usage: count it ourselves
             generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
             generation.completion_tokens = count_tokens("".join(generation.text))
+
+    async def answer(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> str:
+        # One call instead of a stream: per-chunk work (callbacks, merging chunks, one event
+        # each) was most of a turn's own cost with a fast model, for text nobody watched.
+        message = await self.model.ainvoke(to_langchain(prompt))
+        text = _text(message)
+        generation.text.append(text)
+        usage = getattr(message, "usage_metadata", None)
+        if usage:
+            generation.prompt_tokens = int(usage.get("input_tokens", 0))
+            generation.completion_tokens = int(usage.get("output_tokens", 0))
+        else:
+            generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+            generation.completion_tokens = count_tokens(text)
+        return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
         result = await self.model.ainvoke(to_langchain(prompt))
@@ -185,6 +218,20 @@ class ExtractiveResponder:
             generation.text.append(piece)
             yield piece
         generation.completion_tokens = count_tokens(answer)
+
+    async def answer(
+        self,
+        prompt: Sequence[ChatMessage],
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        generation: Generation,
+    ) -> str:
+        text = self.compose(sources, history, query)
+        generation.text.append(text)
+        generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+        generation.completion_tokens = count_tokens(text)
+        return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
         return None

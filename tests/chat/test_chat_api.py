@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.models import QueryHistory
-from tests.chat_helpers import add_kb_document, ask, owner_connection, use_model
+from tests.chat_helpers import add_kb_document, ask, owner_connection, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_user
 from tests.fakes import ScriptedChatModel, text_of
 
@@ -303,3 +303,25 @@ async def test_deleting_a_session_drops_its_history_cache_and_checkpoints(
                 text(f"SELECT count(*) FROM {table} WHERE thread_id = :t"), {"t": str(chat.id)}
             )
             assert left == 0, table
+
+
+async def test_chat_asks_for_the_whole_answer_and_the_stream_streams_it(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Nobody watches a `/chat` answer arrive: one call to the provider, same answer and
+    usage; `/chat/stream` streams the provider's tokens."""
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _m: "Taxis are refunded up to 40 euros a ride.")
+    use_model(app, model)
+    question = "What does the travel policy say about taxis?"
+    answered = (await ask(client, owner, chat, question)).json()
+    assert (model.whole_answers, model.tokens_streamed) == (1, 0)
+    assert answered["answer"] == "Taxis are refunded up to 40 euros a ride."
+    assert answered["usage"]["completion_tokens"] > 0
+    body = {"session_id": str(chat.id), "message": question}
+    _, events, _ = await stream_chat(client, owner.headers, body)
+    tokens = [e.data["text"] for e in events if e.name == "token"]
+    assert model.whole_answers == 1 and len(tokens) == model.tokens_streamed > 1
+    assert "".join(tokens).strip() == events[-1].data["answer"] == answered["answer"]
+    streamed_usage = events[-1].data["usage"]  # its prompt also holds the first turn
+    assert streamed_usage["completion_tokens"] == answered["usage"]["completion_tokens"]

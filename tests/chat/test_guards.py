@@ -270,7 +270,7 @@ async def test_a_running_claim_expires_soon_and_is_kept_a_day_once_answered(
     headers = {**owner.headers, "Idempotency-Key": "short-while-running"}
     running = asyncio.create_task(client.post("/chat", json=body, headers=headers))
     for _ in range(500):
-        if model.tokens_streamed >= 2:
+        if model.tokens_generated >= 2:
             break
         await asyncio.sleep(0.01)
     redis = app.state.resources.redis

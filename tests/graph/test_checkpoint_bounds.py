@@ -73,3 +73,32 @@ async def test_checkpoint_bytes_after_200_turns_stay_within_25_times_those_after
     assert pruned_200 <= 2 * pruned_10  # bounded: the same few checkpoints, whatever the age
     assert unpruned_200 <= 25 * unpruned_10  # linear (20x turns), not quadratic (400x)
     assert unpruned_200 > 10 * unpruned_10  # sanity: the measure sees the growth
+
+
+async def test_the_checkpoint_keeps_the_outcome_not_the_turns_working_data(
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    """The request, history, passages, prompt and sources are rebuilt every turn: no blob of
+    them is written, and the checkpoint row does not carry them inline either."""
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    await _turns(client, owner, chat, 2)
+    await _settled_bytes(settings, chat, 2)
+    async with owner_connection(settings) as probe:
+        stored = set(
+            (
+                await probe.execute(
+                    text(
+                        "SELECT DISTINCT channel FROM checkpoint_blobs WHERE thread_id = :t "
+                        "UNION SELECT jsonb_object_keys(checkpoint -> 'channel_values') "
+                        "FROM checkpoints WHERE thread_id = :t"
+                    ),
+                    {"t": str(chat.id)},
+                )
+            ).scalars()
+        )
+    assert {"answer", "context_metadata", "status", "query_composition"} <= stored
+    working = {
+        "request_messages", "stored_query", "client_history", "history", "summary",
+        "unsummarized", "recent_turns", "passages", "prompt", "sources", "agent_messages",
+    }  # fmt: skip
+    assert not stored & working

@@ -1,5 +1,6 @@
-"""generate: stream the answer from the configured responder, token by token; then check its
-citations against the sources."""
+"""generate: the answer from the configured responder — streamed token by token when the
+client watches it arrive (`/chat/stream`), in one call otherwise (`/chat`); then its citations
+are checked against the sources."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from app.llm.responder import Generation
 
 async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     responder = runtime.context.responder
-    write = get_stream_writer()
     generation = Generation()
-    async for delta in responder.stream(
-        state["prompt"], state["sources"], state["history"], state["query"], generation
-    ):
-        write({"token": delta})
+    arguments = (state["prompt"], state["sources"], state["history"], state["query"], generation)
+    if state["stream_tokens"]:
+        write = get_stream_writer()
+        async for delta in responder.stream(*arguments):
+            write({"token": delta})
+    else:
+        await responder.answer(*arguments)
     checked = check_citations("".join(generation.text), state["sources"])
     usage = Usage(
         prompt_tokens=generation.prompt_tokens,

@@ -56,26 +56,4 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
             # The summary as stored (another turn may have folded meanwhile), not as loaded.
             snapshot = await ctx.history.snapshot(db, tenant, session, new_summary)
     await ctx.history.store(tenant, session, snapshot)  # after the commit
-    # The turn is stored: the working fields are emptied so the thread's checkpoint keeps only
-    # the small outcome (its record is query_history), which keeps checkpoints small and the
-    # next turn's checkpoint load cheap.
-    return {
-        "status": "complete",
-        "context_metadata": {"latency_ms": latency_ms},
-        **CLEARED_AFTER_PERSIST,
-    }
-
-
-CLEARED_AFTER_PERSIST: dict[str, Any] = {
-    "request_messages": [],
-    "stored_query": "",
-    "client_history": [],
-    "history": [],
-    "unsummarized": [],
-    "recent_turns": [],
-    "passages": [],
-    "prompt": [],
-    "sources": [],
-    "summary": "",
-    "new_summary": None,
-}
+    return {"status": "complete", "context_metadata": {"latency_ms": latency_ms}}
