@@ -1,16 +1,19 @@
 """The LangGraph checkpointer: `AsyncPostgresSaver` on a psycopg pool, under row-level security.
 
 The checkpoint tables' policy admits a thread only if it is a session of the current tenant
-(migration 0006). The saver's connections are pooled and in autocommit, so the tenant is set
-on the connection at the start of every use, from the turn being run (`CURRENT_TENANT`). The
-pool serves this saver only, and every use sets the tenant first, so no use can inherit
-another's.
+(migration 0006). The saver's connections are pooled and in autocommit, so the tenant is a
+session setting of the connection, made sure of at the start of every use from the turn being
+run (`CURRENT_TENANT`). The pool serves this saver only, and every use checks the tenant first,
+so no use can inherit another's. The saver remembers which tenant each connection was last
+set to and skips the round trip when it is already the right one; a use that fails forgets
+it, so a connection in doubt is set again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -44,6 +47,9 @@ class TenantScopedSaver(AsyncPostgresSaver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pruning: set[asyncio.Task[None]] = set()
+        self._tenant_of: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def aput(
         self,
@@ -79,9 +85,18 @@ class TenantScopedSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        tenant = CURRENT_TENANT.get() or ""
         async with super()._cursor(pipeline=pipeline) as cursor:
-            await cursor.execute(_SET_TENANT, (CURRENT_TENANT.get() or "",))
-            yield cursor
+            connection = cursor.connection
+            if self._tenant_of.get(connection) != tenant:
+                self._tenant_of.pop(connection, None)
+                await cursor.execute(_SET_TENANT, (tenant,))
+            try:
+                yield cursor
+            except BaseException:
+                self._tenant_of.pop(connection, None)
+                raise
+            self._tenant_of[connection] = tenant
 
 
 def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
