@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any, TypedDict, cast
+from typing import TypedDict
 
-from redis.exceptions import WatchError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.repository import SessionStateRepository, TurnRepository
@@ -36,12 +35,23 @@ class HistorySnapshot(TypedDict):
 # running summary needs no query.
 FOLD_SLACK = 5
 
+# Store a snapshot unless the session was erased meanwhile or a newer snapshot (more finished
+# turns) is already there: the check and the write in one round trip, atomically.
+_STORE_NEWEST = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local current = redis.call('GET', KEYS[1])
+if current and cjson.decode(current)['total'] > tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+return 1
+"""
+
 
 class HistoryStore:
     def __init__(self, redis: RedisHandle, *, limit: int, ttl_seconds: int) -> None:
         self.redis = redis
         self.limit = limit
         self.ttl = ttl_seconds
+        self._store_newest = redis.client.register_script(_STORE_NEWEST)
 
     def key(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> str:
         return self.redis.key("history", tenant_id, session_id)
@@ -121,20 +131,11 @@ class HistoryStore:
     ) -> None:
         """Cache `snapshot` unless a newer one (more finished turns) is already there: two
         turns of one session finishing close together must not leave the older view."""
-        key = self.key(tenant_id, session_id)
+        keys = [self.key(tenant_id, session_id), mark_key(self.redis, session_id)]
         try:
-            async with self.redis.client.pipeline(transaction=True) as pipe:
-                await pipe.watch(key)
-                current, erased = await pipe.mget(key, mark_key(self.redis, session_id))
-                if erased is not None:  # the session was erased while its turn ran
-                    return
-                if current is not None and json.loads(current)["total"] > snapshot["total"]:
-                    return
-                cast(Any, pipe).multi()  # untyped in redis-py's stubs
-                pipe.set(key, json.dumps(snapshot), ex=self.ttl)
-                await pipe.execute()
-        except WatchError:
-            return  # another turn stored its snapshot meanwhile
+            await self._store_newest(
+                keys=keys, args=[json.dumps(snapshot), snapshot["total"], self.ttl]
+            )
         except Exception:
             logger.warning("history cache unavailable", exc_info=True)
 

@@ -26,11 +26,22 @@ from app.core.redis import RedisHandle
 from app.core.tenant_cache import TenantCache
 from app.models import Tenant
 from app.observability import metrics
-from app.privacy.marks import is_erased
+from app.privacy.marks import mark_key
 
 logger = logging.getLogger(__name__)
 
 DAY_SECONDS = 86_400
+
+# A finished turn's tokens, added to the user's and the tenant's day — unless the user was
+# erased while the turn ran (no key may name them again): one round trip.
+_CHARGE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 2, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[1])
+  redis.call('EXPIRE', KEYS[i], ARGV[2])
+end
+return 1
+"""
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class UsageLimiter:
         self.defaults = Limits.defaults(settings)
         self.cache_seconds = settings.tenant_policy_cache_seconds
         self._overrides: TenantCache[dict[str, Any]] = TenantCache()
+        self._charge = redis.client.register_script(_CHARGE)
 
     async def limits_for(self, db: AsyncSession, tenant_id: uuid.UUID) -> Limits:
         """The tenant's limits; its overrides are cached briefly, like its other settings."""
@@ -117,15 +129,15 @@ class UsageLimiter:
 
     async def charge(self, tenant_id: uuid.UUID, user_id: uuid.UUID, tokens: int) -> None:
         """Add a finished turn's tokens to today's counters."""
-        if tokens <= 0 or await is_erased(self.redis, user_id):  # erased meanwhile: no key
+        if tokens <= 0:
             return
         keys = self._keys(tenant_id, user_id, time.time())
+        erased = mark_key(self.redis, user_id)
         try:
-            async with self.redis.client.pipeline(transaction=False) as pipe:
-                for key in (keys["user_day"], keys["tenant_day"]):
-                    pipe.incrby(key, tokens)
-                    pipe.expire(key, 2 * DAY_SECONDS)
-                await pipe.execute()
+            await self._charge(
+                keys=[erased, keys["user_day"], keys["tenant_day"]],
+                args=[tokens, 2 * DAY_SECONDS],
+            )
         except Exception:
             logger.warning("could not count a turn's tokens against the quota")
 
