@@ -102,7 +102,7 @@ async def chat(
     done: dict[str, Any] | None = None
     sources: list[dict[str, Any]] = []
     try:
-        while (item := await run.next()) is not None:
+        while done is None and (item := await run.next()) is not None:
             _, event = item
             if event.name == "error":
                 raise AppError.of(event.status_code, event.data["code"], event.data["message"])
@@ -116,8 +116,9 @@ async def chat(
     if done is None:
         raise AppError("The turn ended without an answer.")
     # The quota and the idempotency record are written before the answer leaves, so the
-    # client's next request sees them.
-    await asyncio.shield(run.task)
+    # client's next request sees them; the graph's checkpoint write goes on meanwhile, as it
+    # does after a stream's `done`.
+    await asyncio.shield(run.settled())
     return ChatResponse.model_validate(chat_answer(turn.session_id, turn.turn_id, done, sources))
 
 

@@ -88,6 +88,7 @@ class RunHandle:
         self.stop_requested = False
         self.attached_at = 0.0  # when a remote (resuming) client last said it is there
         self._watchdog: asyncio.Task[None] | None = None
+        self._finishing: asyncio.Task[None] | None = None
         self.task = asyncio.create_task(self._produce(events), context=contextvars.copy_context())
         _RUNNING.add(self.task)
         self.task.add_done_callback(_RUNNING.discard)
@@ -111,7 +112,7 @@ class RunHandle:
             self.queue.put_nowait(None)
             if self.writer is not None:
                 self.writer.close()
-            await self._finish()
+            await self.settled()
 
     def _emit(self, event_id: int, event: TurnEvent) -> None:
         outcome = self.outcome
@@ -127,6 +128,10 @@ class RunHandle:
             self.queue.put_nowait((event_id, event))
         if self.writer is not None:
             self.writer.append(event_id, event.name, event.data)
+        if outcome.terminal is not None:
+            # The outcome is complete: quota and idempotency record need not wait for the
+            # graph's last checkpoint write.
+            self.settled()
 
     def _stopped_event(self) -> TurnEvent:
         turn = self.turn
@@ -149,6 +154,13 @@ class RunHandle:
                 "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
             },
         )
+
+    def settled(self) -> asyncio.Task[None]:
+        """The finishers' work (started once, when the outcome is known): a `/chat` answer
+        leaves once it is done."""
+        if self._finishing is None:
+            self._finishing = asyncio.create_task(self._finish())
+        return self._finishing
 
     async def _finish(self) -> None:
         for finisher in self.finishers:
