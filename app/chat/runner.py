@@ -149,7 +149,9 @@ class TurnRunner:
             config |= self.tracing.config_for(
                 str(turn.tenant_id), str(turn.session_id), str(turn.user_id)
             )
-        modes: list[StreamMode] = ["updates", "custom"]
+        # Token events travel in LangGraph's custom stream; without tokens to stream, that
+        # mode's per-task plumbing is not set up at all.
+        modes: list[StreamMode] = ["updates", "custom"] if stream_tokens else ["updates"]
         # Set for the tasks this run creates (they copy the context); not reset with tokens:
         # an async generator may be finalised in another context.
         CURRENT_TENANT.set(str(turn.tenant_id))
@@ -189,6 +191,15 @@ class TurnRunner:
                 await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
+            if not stored and "persist" in progress.node_ms:
+                # persist committed the turn, and the graph failed after it (its checkpoint
+                # write) before persist's update came out: the answer stands.
+                stored = True
+                metadata = progress.state.setdefault("context_metadata", {})
+                metadata.setdefault("latency_ms", int((time.time() - turn.started_at) * 1000))
+                done = self._event_after("persist", turn, progress)
+                if done is not None:
+                    yield done
             if stored:  # e.g. the final checkpoint write: the turn itself is complete
                 logger.warning("turn stored, but its checkpoint was not", exc_info=exc)
                 return

@@ -72,19 +72,19 @@ class Node(Protocol):
     ) -> Awaitable[dict[str, Any]]: ...
 
 
-# Time spent inside each node of the current run, by node name (set by the runner).
+# Time spent inside each node of the current run that completed, by node name (set by the
+# runner; a node that raised has no entry).
 NODE_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("node_timings", default=None)
 
 
 def _timed(name: str, node: Node) -> Node:
     async def run(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
         started = time.perf_counter()
-        try:
-            return await node(state, runtime)
-        finally:
-            timings = NODE_TIMINGS.get()
-            if timings is not None:
-                timings[name] = round((time.perf_counter() - started) * 1000, 3)
+        update = await node(state, runtime)
+        timings = NODE_TIMINGS.get()
+        if timings is not None:
+            timings[name] = round((time.perf_counter() - started) * 1000, 3)
+        return update
 
     run.__name__ = name
     return run

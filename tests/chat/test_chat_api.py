@@ -325,3 +325,31 @@ async def test_chat_asks_for_the_whole_answer_and_the_stream_streams_it(
     assert "".join(tokens).strip() == events[-1].data["answer"] == answered["answer"]
     streamed_usage = events[-1].data["usage"]  # its prompt also holds the first turn
     assert streamed_usage["completion_tokens"] == answered["usage"]["completion_tokens"]
+
+
+async def test_a_checkpoint_write_failing_after_the_turn_is_stored_does_not_fail_it(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkpoint is written after persist committed the turn: when that write fails,
+    the answer stands — as JSON and as a stream's `done` — and the turn stays complete."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _m: "Taxis are refunded."))
+    saver = app.state.resources.runner.graph.checkpointer
+
+    async def unavailable(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionError("the checkpoint database went away")
+
+    monkeypatch.setattr(saver, "aput", unavailable)
+    question = "What does the travel policy say about taxis?"
+    answered = await ask(client, owner, chat, question)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["answer"] == "Taxis are refunded."
+    body = {"session_id": str(chat.id), "message": question}
+    _, events, _ = await stream_chat(client, owner.headers, body)
+    assert [e.name for e in events][-1] == "done"
+    assert events[-1].data["answer"] == "Taxis are refunded."
+    turns = await _stored_turns(db, tenant.id)
+    assert [t.status for t in turns] == ["complete", "complete"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -37,6 +38,7 @@ async def test_a_late_older_snapshot_does_not_overwrite_a_newer_one(app: FastAPI
     assert cached["total"] == 4
 
 
+@pytest.mark.committed  # the checkpointer's own connections must see the session
 async def test_the_cache_extended_turn_by_turn_equals_a_rebuild_from_postgres(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
