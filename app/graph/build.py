@@ -90,6 +90,24 @@ def _timed(name: str, node: Node) -> Node:
     return run
 
 
+# The routes between nodes are coroutines: LangGraph runs a plain function on a worker thread,
+# one thread hop per route per turn for a dictionary lookup.
+async def _after_triage(state: TurnState) -> str:
+    return "answer_early" if state["triage"]["skip_llm"] else "classify"
+
+
+async def _after_classify(state: TurnState) -> str:
+    return "build_context" if state["triage"]["route"] == "tools" else "retrieve"
+
+
+async def _after_build_context(state: TurnState) -> str:
+    return "agent" if state["triage"]["route"] == "tools" else "generate"
+
+
+async def _after_agent(state: TurnState) -> str:
+    return "tools" if wants_tools(state) else "validate_output"
+
+
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     graph = StateGraph(TurnState, context_schema=TurnContext)
     for name, node in PIPELINE:
@@ -97,25 +115,9 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     graph.add_edge(START, "validate")
     for source, target in LINEAR:
         graph.add_edge(source, target)
-    graph.add_conditional_edges(
-        "triage",
-        lambda s: "answer_early" if s["triage"]["skip_llm"] else "classify",
-        ["answer_early", "classify"],
-    )
-    graph.add_conditional_edges(
-        "classify",
-        lambda s: "build_context" if s["triage"]["route"] == "tools" else "retrieve",
-        ["build_context", "retrieve"],
-    )
-    graph.add_conditional_edges(
-        "build_context",
-        lambda s: "agent" if s["triage"]["route"] == "tools" else "generate",
-        ["agent", "generate"],
-    )
-    graph.add_conditional_edges(
-        "agent",
-        lambda s: "tools" if wants_tools(s) else "validate_output",
-        ["tools", "validate_output"],
-    )
+    graph.add_conditional_edges("triage", _after_triage, ["answer_early", "classify"])
+    graph.add_conditional_edges("classify", _after_classify, ["build_context", "retrieve"])
+    graph.add_conditional_edges("build_context", _after_build_context, ["agent", "generate"])
+    graph.add_conditional_edges("agent", _after_agent, ["tools", "validate_output"])
     graph.add_edge("persist", END)
     return graph.compile(checkpointer=checkpointer, name="chat_turn")
