@@ -34,17 +34,33 @@ def summary(values: Sequence[float]) -> str:
     )
 
 
+def sized_shared_buffers() -> str:
+    """A quarter of the machine's memory (PostgreSQL's usual advice), at most 8 GB."""
+    import psutil
+
+    quarter = psutil.virtual_memory().total // 4
+    return f"{min(quarter, 8 << 30) >> 20}MB"
+
+
 @contextmanager
-def bench_database() -> Iterator[str]:
-    """An owner URL: $BENCH_DATABASE_URL, else a fresh embedded PostgreSQL in a temp dir."""
+def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
+    """An owner URL: $BENCH_DATABASE_URL, else a fresh embedded PostgreSQL in a temp dir.
+
+    `shared_buffers` sizes the embedded server's buffer cache (its initdb default is 128 MB,
+    far below what a server holding a million-chunk index is given)."""
     explicit = os.environ.get("BENCH_DATABASE_URL")
     if explicit:
         yield explicit
         return
-    from pgserver.postgres_server import get_server
+    from pgserver.postgres_server import get_server, pg_ctl
 
     root = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     server = get_server(root / "pgdata", cleanup_mode="delete")
+    if shared_buffers is not None:
+        server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}';")
+        # pg_ctl restart keeps the start options (the socket directory) in postmaster.opts.
+        pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata,
+               user=server.system_user, timeout=60)  # fmt: skip
     server.psql("CREATE DATABASE threadline_bench;")
     try:
         yield server.get_uri("threadline_bench")

@@ -20,7 +20,7 @@ import uuid
 
 import numpy as np
 
-from bench.common import bench_database, percentile
+from bench.common import bench_database, percentile, sized_shared_buffers
 
 DIM = 384
 COLUMNS = ["tenant_id", "id", "document_id", "ordinal", "text", "token_count", "embedding"]
@@ -99,8 +99,10 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
     )
     await owner.execute("ANALYZE kb_chunks")
     built = time.perf_counter() - started
+    buffers = await owner.fetchval("SHOW shared_buffers")
     print(
         f"\n{sum(sizes)} chunks in {len(sizes)} tenants: loaded {loaded:.0f} s, HNSW {built:.0f} s"
+        f" (shared_buffers {buffers})"
     )
 
     order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
@@ -175,8 +177,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--tenants", type=int, default=1)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument(
+        "--shared-buffers", default=sized_shared_buffers(),
+        help="the embedded server's buffer cache (default: a quarter of the memory, <= 8 GB)",
+    )  # fmt: skip
     args = parser.parse_args()
-    with bench_database() as owner_url:
+    with bench_database(args.shared_buffers) as owner_url:
         asyncio.run(run(owner_url, args.chunks, args.tenants, args.queries))
 
 
