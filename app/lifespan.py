@@ -115,9 +115,6 @@ async def release_resources(resources: Resources) -> None:
     await resources.guards.streams.close()
     await drain_background()
     await resources.jobs.drain()
-    checkpointer = resources.runner.graph.checkpointer
-    if isinstance(checkpointer, TenantScopedSaver):
-        await checkpointer.drain()
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()

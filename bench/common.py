@@ -52,13 +52,15 @@ def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
     if explicit:
         yield explicit
         return
-    from pgserver.postgres_server import get_server, pg_ctl
+    from pgserver._commands import create_command_function
+    from pgserver.postgres_server import get_server
 
     root = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     server = get_server(root / "pgdata", cleanup_mode="delete")
     if shared_buffers is not None:
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}';")
         # pg_ctl restart keeps the start options (the socket directory) in postmaster.opts.
+        pg_ctl = create_command_function("pg_ctl")
         pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata,
                user=server.system_user, timeout=60)  # fmt: skip
     server.psql("CREATE DATABASE threadline_bench;")

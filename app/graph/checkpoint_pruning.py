@@ -3,8 +3,9 @@
 Every turn stores one checkpoint (the graph runs with `durability="exit"`) plus a blob for each
 channel whose version changed. Nothing in LangGraph ever deletes them, so a session's storage
 grows with every turn although only the newest checkpoint is ever read (each turn starts from a
-complete initial state). After each write the saver calls `prune_thread`: checkpoints beyond
-the newest `keep` go, with their pending writes and every blob no kept checkpoint refers to.
+complete initial state). Each write of a checkpoint carries `PRUNE_THREAD` in its own
+pipeline (see app/graph/checkpointer.py): checkpoints beyond the newest `keep` go, with their
+pending writes and every blob no kept checkpoint refers to.
 
 A blob is removed only if its version is older than the newest version of its channel among
 the kept checkpoints: a concurrent turn of the same thread may have stored the blobs of a

@@ -1,23 +1,24 @@
 """The LangGraph checkpointer: `AsyncPostgresSaver` on a psycopg pool, under row-level security.
 
 The checkpoint tables' policy admits a thread only if it is a session of the current tenant
-(migration 0006). The saver's connections are pooled and in autocommit, so the tenant is a
-session setting of the connection, made sure of at the start of every use from the turn being
-run (`CURRENT_TENANT`). The pool serves this saver only, and every use checks the tenant first,
-so no use can inherit another's. The saver remembers which tenant each connection was last
-set to and skips the round trip when it is already the right one; a use that fails forgets
-it, so a connection in doubt is set again.
+(migration 0006). The saver's connections are pooled and in autocommit, so every use sets the
+tenant on its connection first, from the turn being run (`CURRENT_TENANT`). Every use runs as
+a pipeline: the setting travels with the use's first statement (no round trip of its own), and
+until the pipeline's sync the statements are one implicit transaction — a use that fails
+leaves neither its rows nor its setting behind. The pool serves this saver only, and every use
+sets the tenant first, so no use can inherit another's.
+
+Pruning (at most `keep_checkpoints` per thread) rides in the same pipeline as the write of
+the thread's new checkpoint: one round trip, one commit, and a prune that fails takes the
+write with it rather than leaving a thread unbounded.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -31,6 +32,8 @@ from app.graph.checkpoint_pruning import PRUNE_THREAD, prune_parameters
 
 logger = logging.getLogger(__name__)
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
+# The thread whose old checkpoints go in the pipeline of the write now under way.
+_PRUNE_AFTER_WRITE: ContextVar[tuple[str, str] | None] = ContextVar("prune", default=None)
 _SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
 
 
@@ -44,13 +47,6 @@ class TenantScopedSaver(AsyncPostgresSaver):
 
     keep_checkpoints: int = 0
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._pruning: set[asyncio.Task[None]] = set()
-        self._tenant_of: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = (
-            weakref.WeakKeyDictionary()
-        )
-
     async def aput(
         self,
         config: RunnableConfig,
@@ -58,45 +54,25 @@ class TenantScopedSaver(AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        stored = await super().aput(config, checkpoint, metadata, new_versions)
-        if self.keep_checkpoints > 0:
-            # Off the turn's path: the answer need not wait for old checkpoints to go. The task
-            # copies this context, so it runs in the turn's tenant; a prune lost at shutdown is
-            # redone by the thread's next write.
-            where = stored["configurable"]
-            task = asyncio.create_task(self._prune(where["thread_id"], where["checkpoint_ns"]))
-            self._pruning.add(task)
-            task.add_done_callback(self._pruning.discard)
-        return stored
-
-    async def _prune(self, thread_id: str, checkpoint_ns: str) -> None:
+        where = config["configurable"]
+        target = (where["thread_id"], where.get("checkpoint_ns", ""))
+        token = _PRUNE_AFTER_WRITE.set(target if self.keep_checkpoints > 0 else None)
         try:
-            async with self._cursor() as cursor:
-                await cursor.execute(
-                    PRUNE_THREAD, prune_parameters(thread_id, checkpoint_ns, self.keep_checkpoints)
-                )
-        except Exception:
-            logger.warning("could not prune a thread's old checkpoints", exc_info=True)
-
-    async def drain(self, wait_seconds: float = 5.0) -> None:
-        """Wait (bounded) for pruning in flight: at shutdown, before the pool closes."""
-        if self._pruning:
-            await asyncio.wait(list(self._pruning), timeout=wait_seconds)
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        finally:
+            _PRUNE_AFTER_WRITE.reset(token)
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
-        tenant = CURRENT_TENANT.get() or ""
-        async with super()._cursor(pipeline=pipeline) as cursor:
-            connection = cursor.connection
-            if self._tenant_of.get(connection) != tenant:
-                self._tenant_of.pop(connection, None)
-                await cursor.execute(_SET_TENANT, (tenant,))
-            try:
-                yield cursor
-            except BaseException:
-                self._tenant_of.pop(connection, None)
-                raise
-            self._tenant_of[connection] = tenant
+        async with super()._cursor(pipeline=True) as cursor:
+            await cursor.execute(_SET_TENANT, (CURRENT_TENANT.get() or "",))
+            yield cursor
+            prune = _PRUNE_AFTER_WRITE.get()
+            if prune is not None:
+                _PRUNE_AFTER_WRITE.set(None)  # once, after the write's own statements
+                await cursor.execute(
+                    PRUNE_THREAD, prune_parameters(*prune, keep=self.keep_checkpoints)
+                )
 
 
 def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnection[DictRow]]:

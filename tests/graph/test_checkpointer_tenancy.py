@@ -1,5 +1,5 @@
 """The saver's pooled connections change tenant between uses: a connection last used for one
-tenant never shows that tenant's checkpoints to the next, and a failed use is not trusted."""
+tenant never shows that tenant's checkpoints to the next, also after a use that failed."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ async def test_one_pooled_connection_serves_tenants_in_turn_without_leaking(
             assert not await visible(str(first.tenant.id), theirs)
             assert await visible(str(second.tenant.id), theirs)
             assert not await visible(str(second.tenant.id), mine)
-        # A use that fails leaves the connection's tenant unknown: the next use sets it.
+        # A use that fails half-way: the next use of the connection still runs in its tenant.
         CURRENT_TENANT.set(str(first.tenant.id))
         with pytest.raises(RuntimeError):
             async with saver._cursor() as cursor:
