@@ -33,6 +33,11 @@ class Generation:
     completion_tokens: int = 0
     text: list[str] = field(default_factory=list)
 
+    def count(self, prompt: Sequence[ChatMessage]) -> None:
+        """Usage counted with the tokenizer: for providers that report none, and offline."""
+        self.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+        self.completion_tokens = count_tokens("".join(self.text))
+
 
 class Responder(Protocol):
     model_name: str
@@ -113,8 +118,7 @@ class ChatModelResponder:
                 generation.text.append(text)
                 yield text
         if not reported:  # providers that do not report usage: count it ourselves
-            generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
-            generation.completion_tokens = count_tokens("".join(generation.text))
+            generation.count(prompt)
 
     async def answer(
         self,
@@ -134,8 +138,7 @@ class ChatModelResponder:
             generation.prompt_tokens = int(usage.get("input_tokens", 0))
             generation.completion_tokens = int(usage.get("output_tokens", 0))
         else:
-            generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
-            generation.completion_tokens = count_tokens(text)
+            generation.count(prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
@@ -217,7 +220,7 @@ class ExtractiveResponder:
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
             generation.text.append(piece)
             yield piece
-        generation.completion_tokens = count_tokens(answer)
+        generation.count(prompt)
 
     async def answer(
         self,
@@ -229,8 +232,7 @@ class ExtractiveResponder:
     ) -> str:
         text = self.compose(sources, history, query)
         generation.text.append(text)
-        generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
-        generation.completion_tokens = count_tokens(text)
+        generation.count(prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
