@@ -187,7 +187,7 @@ class TurnRunner:
                         stored = stored or event.name == "done"
                         yield event
         except asyncio.CancelledError:
-            if not stored:
+            if not stored and "persist" not in progress.node_ms:  # else: stored complete
                 await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
@@ -255,7 +255,10 @@ class TurnRunner:
         progress: _Progress,
         error: BaseException | None = None,
     ) -> None:
-        ending = self._check_partial("".join(progress.partial), progress.state)
+        # Without streamed tokens (`/chat`) the partial answer is what generate produced, if
+        # it finished.
+        partial = "".join(progress.partial) or progress.state.get("answer", "")
+        ending = self._check_partial(partial, progress.state)
         turn.ending.update(ending)
         task = asyncio.create_task(self._finish(turn, status, ending, error))
         _BACKGROUND.add(task)

@@ -52,7 +52,9 @@ class RunOutcome:
         """The usage of a run that did not complete: its prompt (once built) and what it
         streamed, both counted with the tokenizer."""
         prompt = self.turn.spend.prompt_tokens
-        completion = count_tokens("".join(self.partial))
+        # Without streamed tokens (`/chat`), what the runner kept of the answer.
+        answered = "".join(self.partial) or self.turn.ending.get("answer", "")
+        completion = count_tokens(answered)
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,

@@ -120,4 +120,9 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     graph.add_conditional_edges("build_context", _after_build_context, ["agent", "generate"])
     graph.add_conditional_edges("agent", _after_agent, ["tools", "validate_output"])
     graph.add_edge("persist", END)
-    return graph.compile(checkpointer=checkpointer, name="chat_turn")
+    compiled = graph.compile(checkpointer=checkpointer, name="chat_turn")
+    # Each node's update comes out as the node finishes, whatever the stream modes: without
+    # this, a run with "updates" only (`/chat`) yields the last step's update after the final
+    # checkpoint write, and the answer waits for it.
+    compiled.stream_eager = True
+    return compiled

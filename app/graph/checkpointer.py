@@ -3,14 +3,18 @@
 The checkpoint tables' policy admits a thread only if it is a session of the current tenant
 (migration 0006). The saver's connections are pooled and in autocommit, so every use sets the
 tenant on its connection first, from the turn being run (`CURRENT_TENANT`). Every use runs as
-a pipeline: the setting travels with the use's first statement (no round trip of its own), and
-until the pipeline's sync the statements are one implicit transaction — a use that fails
-leaves neither its rows nor its setting behind. The pool serves this saver only, and every use
-sets the tenant first, so no use can inherit another's.
+a pipeline: the setting travels with the use's first statement (no round trip of its own). The
+pool serves this saver only, and every use sets the tenant first, so no use can inherit
+another's, whatever an earlier use left behind.
 
-Pruning (at most `keep_checkpoints` per thread) rides in the same pipeline as the write of
-the thread's new checkpoint: one round trip, one commit, and a prune that fails takes the
-write with it rather than leaving a thread unbounded.
+Until the pipeline's sync its statements are one implicit transaction: a statement the server
+refuses rolls back the whole use. (psycopg still syncs when Python leaves the block early, a
+cancellation say, so what was queued until then commits — as in the library's own pipelined
+write.) Pruning (at most `keep_checkpoints` per thread) rides in the same pipeline as the write
+of the thread's new checkpoint: one round trip, one commit.
+
+`setup()` is not used: the schema is Alembic's (migration 0006), and its concurrent index
+builds could not run inside a pipeline's transaction anyway.
 """
 
 from __future__ import annotations

@@ -353,3 +353,35 @@ async def test_a_checkpoint_write_failing_after_the_turn_is_stored_does_not_fail
     assert events[-1].data["answer"] == "Taxis are refunded."
     turns = await _stored_turns(db, tenant.id)
     assert [t.status for t in turns] == ["complete", "complete"]
+
+
+async def test_the_answer_does_not_wait_for_the_checkpoint_write(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The turn is stored by persist; the graph's checkpoint write after it is off the
+    answer's path, for `/chat` (no token stream) as for `/chat/stream`."""
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _m: "Taxis are refunded."))
+    saver = app.state.resources.runner.graph.checkpointer
+    write = saver.aput
+
+    async def slow_write(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(1.0)
+        return await write(*args, **kwargs)
+
+    monkeypatch.setattr(saver, "aput", slow_write)
+    answered = await ask(client, owner, chat, "What does the travel policy say about taxis?")
+    assert answered.status_code == 200
+    count = text("SELECT count(*) FROM checkpoints WHERE thread_id = :t")
+    async with owner_connection(settings) as probe:
+        assert await probe.scalar(count, {"t": str(chat.id)}) == 0  # still being written
+    for _ in range(60):
+        async with owner_connection(settings) as probe:
+            if await probe.scalar(count, {"t": str(chat.id)}) == 1:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the checkpoint was not written after the answer")
