@@ -72,8 +72,9 @@ async def _prepare(owner_url: str) -> None:
 
 
 async def _measure(
-    client: httpx.AsyncClient, path: str, sessions: list[str], per_session: int
-) -> list[float]:
+    client: httpx.AsyncClient, path: str, sessions: list[str], per_session: int,
+    pause: float = 0.0,
+) -> list[float]:  # fmt: skip
     latencies: list[float] = []
 
     async def worker(session_id: str) -> None:
@@ -82,6 +83,7 @@ async def _measure(
             started = time.perf_counter()
             response = await client.post(path, json=body)
             latencies.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(pause)
             if response.status_code != 200:
                 raise RuntimeError(f"{path}: {response.status_code} {response.text[:200]}")
 
@@ -126,11 +128,14 @@ async def _http_bench(base: str) -> None:
             base_ms: list[float] = []
             chat_ms: list[float] = []
             # Interleaved in short blocks (one request each with one session), so the drift of
-            # a shared machine affects both alike.
-            block = 1 if concurrency == 1 else 3
+            # a shared machine affects both alike. With one session each request starts on an
+            # idle server (a pause after each, not timed): work a turn does after its answer
+            # (the checkpoint write) must not land on the next request, least of all on a
+            # baseline request that would then carry /chat's cost.
+            block, pause = (1, 0.05) if concurrency == 1 else (3, 0.0)
             for _ in range(per_session // block):
-                base_ms += await _measure(client, "/bench/baseline", chosen, block)
-                chat_ms += await _measure(client, "/chat", chosen, block)
+                base_ms += await _measure(client, "/bench/baseline", chosen, block, pause)
+                chat_ms += await _measure(client, "/chat", chosen, block, pause)
             ratio50 = statistics.median(chat_ms) / statistics.median(base_ms)
             ratio95 = percentile(chat_ms, 95) / percentile(base_ms, 95)
             print(f"  {concurrency:>2} concurrent  baseline  {summary(base_ms)}")
