@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -11,7 +12,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, create_async_engine
 
 from app.config import Settings
@@ -38,14 +39,14 @@ async def add_kb_document(
     db.add(document)
     await db.flush()
     vectors = await HashingEmbedder().embed(chunks)
-    for ordinal, (text, vector) in enumerate(zip(chunks, vectors, strict=True)):
+    for ordinal, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True)):
         db.add(
             KbChunk(
                 tenant_id=tenant.id,
                 document_id=document.id,
                 ordinal=ordinal,
-                text=text,
-                token_count=len(text.split()),
+                text=chunk,
+                token_count=len(chunk.split()),
                 embedding=vector,
             )
         )
@@ -130,3 +131,14 @@ async def stored_turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> Q
     ).scalar_one()
     await db.commit()
     return row
+
+
+async def wait_for_checkpoints(settings: Settings, session_ids: list[str]) -> None:
+    """The checkpoint is written just after the answer: wait until each thread has one."""
+    count = text("SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(:t)")
+    for _ in range(100):
+        async with owner_connection(settings) as probe:
+            if await probe.scalar(count, {"t": session_ids}) == len(session_ids):
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("checkpoints were not written")

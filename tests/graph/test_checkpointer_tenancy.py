@@ -3,33 +3,17 @@ tenant never shows that tenant's checkpoints to the next."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
 from app.graph.checkpointer import CURRENT_TENANT, TenantScopedSaver, create_pool
-from tests.chat_helpers import ask, owner_connection
+from tests.chat_helpers import ask, wait_for_checkpoints
 from tests.factories import make_chatter
 
 pytestmark = pytest.mark.committed
-_THREADS_WRITTEN = text(
-    "SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(:t)"
-)
-
-
-async def _written(settings: Settings, threads: list[str]) -> None:
-    """Both threads' checkpoints exist (written just after the answers), seen past RLS."""
-    for _ in range(100):
-        async with owner_connection(settings) as probe:
-            if await probe.scalar(_THREADS_WRITTEN, {"t": threads}) == len(threads):
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError("checkpoints were not written")
 
 
 async def test_one_pooled_connection_serves_tenants_in_turn_without_leaking(
@@ -40,7 +24,7 @@ async def test_one_pooled_connection_serves_tenants_in_turn_without_leaking(
     for chatter in (first, second):
         response = await ask(client, chatter.owner, chatter.chat, "What is the travel policy?")
         assert response.status_code == 200
-    await _written(settings, [str(first.chat.id), str(second.chat.id)])
+    await wait_for_checkpoints(settings, [str(first.chat.id), str(second.chat.id)])
     pool = create_pool(resolve_database_urls(settings).app_libpq(), max_size=1)
     await pool.open()
     saver = TenantScopedSaver(pool)  # one connection: every use below reuses it

@@ -3,7 +3,6 @@ attachment, an API key and caches, and a look past RLS at what the database hold
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 
@@ -14,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.models import ChatSession, Tenant, User
-from tests.chat_helpers import ask, owner_connection, stream_chat
+from tests.chat_helpers import ask, owner_connection, stream_chat, wait_for_checkpoints
 from tests.factories import LoggedIn, login, make_session, make_user
 from tests.knowledge.files import make_pdf
 
@@ -41,17 +40,6 @@ class Footprint:
             self.attachment_id,
             *self.turn_ids,
         }
-
-
-async def wait_for_checkpoints(settings: Settings, session_ids: list[str]) -> None:
-    """The checkpoint is written just after the answer: wait until each thread has one."""
-    count = text("SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(:t)")
-    for _ in range(100):
-        async with owner_connection(settings) as probe:
-            if await probe.scalar(count, {"t": session_ids}) == len(session_ids):
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError("checkpoints were not written")
 
 
 async def make_footprint(

@@ -18,9 +18,8 @@ from app.models import ChatSession, QueryHistory, RefreshTokenFamily, Tenant, Us
 from app.retention.policy import set_policy
 from app.retention.purge import sweep
 from app.retention.schedule import RetentionScheduler
-from tests.chat_helpers import ask, owner_connection
+from tests.chat_helpers import ask, owner_connection, wait_for_checkpoints
 from tests.factories import login, make_chatter, make_session, make_tenant, make_user
-from tests.privacy.helpers import wait_for_checkpoints
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
