@@ -25,6 +25,23 @@ pytestmark = pytest.mark.committed
 ANSWER = " ".join(f"word{i}" for i in range(20))
 
 
+@pytest.fixture(autouse=True)
+def limiter_now(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The limiter's clock, held in the middle of the current minute: the per-minute windows
+    are fixed, and a test crossing a minute boundary would see its counts start again."""
+    now = (time.time() // 60) * 60 + 30
+    monkeypatch.setattr("app.limits.limiter.time", _Clock(now))
+    return now
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
 async def _set_limits(db: AsyncSession, tenant_id: uuid.UUID, **limits: int) -> None:
     await scope_to_tenant(db, tenant_id)
     await db.execute(
@@ -132,7 +149,7 @@ async def test_a_user_over_their_limit_does_not_use_up_the_tenant_budget(
 
 
 async def test_the_tenant_per_minute_limit_refuses_every_user_and_counts_only_admitted(
-    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, limiter_now: float
 ) -> None:
     tenant, user, chat, owner = await make_chatter(client, db)
     use_model(app, ScriptedChatModel(reply=lambda _: "fine"))
@@ -150,14 +167,14 @@ async def test_the_tenant_per_minute_limit_refuses_every_user_and_counts_only_ad
     assert refused.json()["error"]["code"] == "rate_limited"
     assert "tenant" in refused.json()["error"]["message"]
     redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
-    minute_key = limiter._keys(tenant.id, user.id, time.time())["tenant_min"]
+    minute_key = limiter._keys(tenant.id, user.id, limiter_now)["tenant_min"]
     assert int(await redis.client.get(minute_key)) == 3  # the refused ones were not counted
     metrics = (await client.get("/metrics")).text
     assert 'threadline_limit_rejections_total{kind="requests",scope="tenant"}' in metrics
 
 
 async def test_a_used_up_user_quota_refuses_that_user_only(
-    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, limiter_now: float
 ) -> None:
     tenant, user, chat, owner = await make_chatter(client, db)
     model = ScriptedChatModel(reply=lambda _: ANSWER)
@@ -167,7 +184,7 @@ async def test_a_used_up_user_quota_refuses_that_user_only(
     first = await client.post("/chat", json=body, headers=owner.headers)
     assert first.status_code == 200
     redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
-    day_key = limiter._keys(tenant.id, user.id, time.time())["user_day"]
+    day_key = limiter._keys(tenant.id, user.id, limiter_now)["user_day"]
     assert int(await redis.client.get(day_key)) == first.json()["usage"]["total_tokens"]
     await redis.client.incrby(day_key, 10_000)
 
@@ -181,7 +198,7 @@ async def test_a_used_up_user_quota_refuses_that_user_only(
 
 
 async def test_an_exhausted_daily_token_quota_refuses_before_the_model_is_called(
-    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, limiter_now: float
 ) -> None:
     tenant, user, chat, owner = await make_chatter(client, db)
     model = ScriptedChatModel(reply=lambda _: ANSWER)
@@ -194,7 +211,7 @@ async def test_an_exhausted_daily_token_quota_refuses_before_the_model_is_called
     assert used > 0
     # Mid-day, the tenant has used up its tokens (other users' turns, say).
     redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
-    day_key = limiter._keys(tenant.id, user.id, time.time())["tenant_day"]
+    day_key = limiter._keys(tenant.id, user.id, limiter_now)["tenant_day"]
     assert int(await redis.client.get(day_key)) == used
     await redis.client.incrby(day_key, 10_000)
 
