@@ -133,6 +133,21 @@ async def stored_turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> Q
     return row
 
 
+async def finished_turn(db: AsyncSession, tenant_id: uuid.UUID, *where: Any) -> QueryHistory:
+    """The turn matching `where` once it is no longer pending (an incomplete or failed turn
+    is written by a task that outlives the request)."""
+    for _ in range(100):
+        await scope_to_tenant(db, tenant_id)
+        turn = await db.scalar(
+            select(QueryHistory).where(*where).execution_options(populate_existing=True)
+        )
+        await db.commit()
+        if turn is not None and turn.status != "pending":
+            return turn
+        await asyncio.sleep(0.05)
+    raise AssertionError("the turn was not finished")
+
+
 async def wait_for_checkpoints(settings: Settings, session_ids: list[str]) -> None:
     """The checkpoint is written just after the answer: wait until each thread has one."""
     count = text("SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(:t)")

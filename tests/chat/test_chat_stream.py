@@ -19,7 +19,7 @@ from app.core.db import scope_to_tenant
 from app.graph.budget import SYSTEM_PROMPT
 from app.models import ChatSession, QueryHistory
 from tests.chat.stream_driver import stream_until
-from tests.chat_helpers import add_kb_document, stream_chat, use_model
+from tests.chat_helpers import add_kb_document, finished_turn, stream_chat, use_model
 from tests.factories import login, make_chatter, make_session, make_tenant, make_turn, make_user
 from tests.fakes import ScriptedChatModel, text_of
 
@@ -141,18 +141,7 @@ async def test_a_client_that_disconnects_cancels_generation_and_leaves_an_incomp
     await stream_until(
         app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, _tokens_seen(3)
     )
-    turn: QueryHistory | None = None
-    for _ in range(100):  # the incomplete mark is written by a task that outlives the request
-        await scope_to_tenant(db, tenant.id)
-        turn = await db.scalar(
-            select(QueryHistory)
-            .where(QueryHistory.session_id == chat.id)
-            .execution_options(populate_existing=True)
-        )
-        await db.commit()
-        if turn is not None and turn.status != "pending":
-            break
-        await asyncio.sleep(0.05)
+    turn = await finished_turn(db, tenant.id, QueryHistory.session_id == chat.id)
     assert turn is not None
     assert turn.status == "incomplete"
     assert turn.answer
@@ -241,18 +230,7 @@ async def test_a_disconnected_turn_stores_its_partial_answer_through_the_output_
     await stream_until(
         app, owner.headers, {"session_id": str(chat.id), "message": "go on"}, _tokens_seen(30)
     )
-    turn: QueryHistory | None = None
-    for _ in range(100):
-        await scope_to_tenant(db, tenant.id)
-        turn = await db.scalar(
-            select(QueryHistory)
-            .where(QueryHistory.session_id == chat.id)
-            .execution_options(populate_existing=True)
-        )
-        await db.commit()
-        if turn is not None and turn.status != "pending":
-            break
-        await asyncio.sleep(0.05)
+    turn = await finished_turn(db, tenant.id, QueryHistory.session_id == chat.id)
     assert turn is not None and turn.status == "incomplete"
     assert leak not in turn.answer and "numbered sources" not in turn.answer
     assert " ".join(turn.answer.split()).startswith("Fine. Here is more. word0")

@@ -19,7 +19,7 @@ from app.graph.budget import SYSTEM_PROMPT
 from app.llm.tokens import count_tokens
 from app.models import QueryHistory
 from tests.chat.stream_driver import other_process, stream_until
-from tests.chat_helpers import Event, parse_sse, use_model
+from tests.chat_helpers import Event, finished_turn, parse_sse, use_model
 from tests.factories import make_chatter, make_turn
 from tests.fakes import ScriptedChatModel
 
@@ -29,18 +29,7 @@ ANSWER = " ".join(f"word{i}" for i in range(50))
 
 
 async def _stored_turn(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> QueryHistory:
-    for _ in range(100):  # written by a task that outlives the request
-        await scope_to_tenant(db, tenant_id)
-        turn = await db.scalar(
-            select(QueryHistory)
-            .where(QueryHistory.id == uuid.UUID(turn_id))
-            .execution_options(populate_existing=True)
-        )
-        await db.commit()
-        if turn is not None and turn.status != "pending":
-            return turn
-        await asyncio.sleep(0.05)
-    raise AssertionError("the turn was not finished")
+    return await finished_turn(db, tenant_id, QueryHistory.id == uuid.UUID(turn_id))
 
 
 async def _pending_turn_id(db: AsyncSession, tenant_id: uuid.UUID) -> str:
