@@ -11,6 +11,8 @@ from app.core.errors import UnsupportedMediaType
 PDF = "application/pdf"
 MARKDOWN = "text/markdown"
 TEXT = "text/plain"
+# Control characters other than tab, newline, form feed and carriage return: binary data.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f]")
 _MARKDOWN_HINTS = re.compile(r"^(#{1,6} |\s*[-*+] |\s*\d+\. |```|>\s)", re.MULTILINE)
 
 
@@ -34,7 +36,7 @@ def sniff(data: bytes, filename: str | None = None) -> Sniffed:
         raise UnsupportedMediaType(
             "Only PDF, plain-text and Markdown files are accepted.", code="unsupported_file_type"
         ) from exc
-    if any(ord(ch) < 32 and ch not in "\t\n\r\f" for ch in text[:65536]):
+    if _CONTROL.search(text, 0, 65536):
         raise UnsupportedMediaType(
             "The file is binary: only PDF, plain-text and Markdown files are accepted.",
             code="unsupported_file_type",

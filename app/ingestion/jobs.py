@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.core.jobs import Job
-from app.ingestion.pipeline import IngestionDeps, Kind, ingest
+from app.ingestion.pipeline import IngestionDeps, ingest
+from app.ingestion.repository import Kind
 from app.retrieval.status import KnowledgeBaseStatus
 
 INGEST = "threadline.ingest"

@@ -4,6 +4,11 @@ Status moves `pending → processing → ready | failed`, with `progress` (0 to 
 batches are embedded and a readable `error` on failure. Chunks are written in the same
 transaction that marks the document ready, so a reader never sees half an index; a retry
 replaces whatever an earlier attempt wrote.
+
+Ingestions running at the same time share the expensive steps: their chunks go to the
+embedder together, and their claim and their index write are one transaction for all of
+them (per tenant). On a machine where the model takes the CPU, every statement a document
+does not send is time the model gets back (bench/ingestion.py).
 """
 
 from __future__ import annotations
@@ -11,27 +16,46 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.coalesce import Coalescer
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
 from app.embeddings.batching import CoalescingEmbedder
-from app.ingestion.chunking import chunk_text
+from app.ingestion.chunking import Chunk, chunk_text
 from app.ingestion.extract import PDF, ExtractionError, extract_text
+from app.ingestion.repository import IngestionRepository, Kind, NewChunk
 from app.ingestion.safety import neutralise_instructions
-from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.privacy.pii import anonymize
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["kb", "attachment"]
 EMBED_BATCH = 64
 MAX_ATTEMPTS = 3
+CLAIMS_PER_TRANSACTION = 64
+CHUNKS_PER_TRANSACTION = 2000
+
+
+@dataclass(frozen=True)
+class _Claim:
+    kind: Kind
+    tenant: uuid.UUID
+    oid: uuid.UUID
+
+
+@dataclass
+class _Indexed:
+    kind: Kind
+    tenant: uuid.UUID
+    oid: uuid.UUID
+    chunks: list[Chunk]
+    vectors: list[list[float]]
+    values: dict[str, Any]
+    """The document's columns once it is ready."""
 
 
 @dataclass
@@ -41,11 +65,28 @@ class IngestionDeps:
     pii_anonymize: bool
     chunk_tokens: int = 400
     chunk_overlap: int = 60
+    retry_delay: float = 1.0
+    """Seconds before the second attempt after a transient failure; doubled each time."""
     batches: CoalescingEmbedder = field(init=False)
     """Chunks of documents ingested concurrently share the embedder's batches."""
+    claims: Coalescer[_Claim, tuple[bytes | None, str] | None] = field(init=False)
+    stores: Coalescer[_Indexed, bool] = field(init=False)
+    """Documents ingested concurrently share their claim and index-write transactions; a
+    batch that fails is retried document by document, so one bad document fails alone."""
 
     def __post_init__(self) -> None:
         self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)
+        self.claims = Coalescer(
+            partial(_claim_together, self),
+            max_size=CLAIMS_PER_TRANSACTION,
+            isolate_failures=True,
+        )
+        self.stores = Coalescer(
+            partial(_store_together, self),
+            max_size=CHUNKS_PER_TRANSACTION,
+            size=lambda indexed: max(1, len(indexed.chunks)),
+            isolate_failures=True,
+        )
         limit = self.embedder.max_input_tokens
         if limit is not None and limit < self.chunk_tokens:  # chunks the model reads whole
             self.chunk_tokens = limit
@@ -60,21 +101,12 @@ class _Deleted(Exception):
     """The document was deleted while it was being ingested."""
 
 
-def _models(kind: Kind) -> tuple[Any, Any, Any]:
-    if kind == "kb":
-        return KbDocument, KbChunk, KbChunk.document_id
-    return Attachment, AttachmentChunk, AttachmentChunk.attachment_id
-
-
 async def _set(
     deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, **values: Any
 ) -> None:
-    model = _models(kind)[0]
     async with deps.sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant
-        await db.execute(
-            update(model).where(model.tenant_id == tenant, model.id == oid).values(**values)
-        )
+        await IngestionRepository(db, kind, tenant).set(oid, **values)
 
 
 async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> str:
@@ -98,29 +130,15 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
                 message = f"Ingestion failed after {attempt} attempts: {type(exc).__name__}"
                 await _set(deps, kind, tenant, oid, status="failed", error=message, progress=1.0)
                 return "failed"
-            await asyncio.sleep(0.5 * 2**attempt)
+            await asyncio.sleep(deps.retry_delay * 2 ** (attempt - 1))
     return "failed"
 
 
 async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
-    model, chunk_model, parent = _models(kind)
-    async with deps.sessionmaker() as db, db.begin():
-        db.info[TENANT] = tenant
-        row = (
-            await db.execute(
-                select(model.source, model.content_type).where(
-                    model.tenant_id == tenant, model.id == oid
-                )
-            )
-        ).one_or_none()
-        if row is None:
-            raise _Deleted
-        await db.execute(
-            update(model)
-            .where(model.tenant_id == tenant, model.id == oid)
-            .values(status="processing", progress=0.05, error=None)
-        )
-    source, content_type = row
+    claimed = await deps.claims.submit(_Claim(kind, tenant, oid))
+    if claimed is None:
+        raise _Deleted
+    source, content_type = claimed
     if source is None:
         raise _Failed("The file is missing.")
     try:
@@ -153,54 +171,69 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
             progress = round(0.15 + 0.8 * done / len(chunks), 3)
             await _set(deps, kind, tenant, oid, progress=progress)
 
-    details = {
-        "pages": pages,
-        "chunks": len(chunks),
-        "tokens": sum(c.tokens for c in chunks),
-        "instructions_neutralised": sanitised.injections,
-        "pii_replaced": pii,
-        "embedder": deps.embedder.name,
+    values: dict[str, Any] = {
+        "status": "ready",
+        "progress": 1.0,
+        "chunk_count": len(chunks),
+        "ingestion": {
+            "pages": pages,
+            "chunks": len(chunks),
+            "tokens": sum(c.tokens for c in chunks),
+            "instructions_neutralised": sanitised.injections,
+            "pii_replaced": pii,
+            "embedder": deps.embedder.name,
+        },
+        "error": None,
     }
-    async with deps.sessionmaker() as db, db.begin():
-        db.info[TENANT] = tenant
-        await db.execute(delete(chunk_model).where(chunk_model.tenant_id == tenant, parent == oid))
-        await _write_chunks(db, chunk_model, parent.key, tenant, oid, chunks, vectors)
-        values: dict[str, Any] = {
-            "status": "ready",
-            "progress": 1.0,
-            "chunk_count": len(chunks),
-            "ingestion": details,
-            "error": None,
-        }
-        if kind == "attachment":
-            values["text"] = text
-        await db.execute(
-            update(model).where(model.tenant_id == tenant, model.id == oid).values(**values)
-        )
+    if kind == "attachment":
+        values["text"] = text
+    if not await deps.stores.submit(_Indexed(kind, tenant, oid, chunks, vectors, values)):
+        raise _Deleted  # deleted while it was being ingested
 
 
-async def _write_chunks(
-    db: AsyncSession,
-    chunk_model: Any,
-    parent_key: str,
-    tenant: uuid.UUID,
-    oid: uuid.UUID,
-    chunks: Sequence[Any],
-    vectors: Sequence[list[float]],
-) -> None:
-    rows = [
-        {
-            "tenant_id": tenant,
-            "id": uuid.uuid4(),
-            parent_key: oid,
-            "ordinal": chunk.ordinal,
-            "text": chunk.text,
-            "token_count": chunk.tokens,
-            "embedding": vector,
-        }
-        for chunk, vector in zip(chunks, vectors, strict=True)
+Keyed = TypeVar("Keyed", _Claim, _Indexed)
+
+
+def _by_tenant(items: list[Keyed]) -> dict[tuple[Kind, uuid.UUID], list[Keyed]]:
+    groups: dict[tuple[Kind, uuid.UUID], list[Keyed]] = {}
+    for item in items:
+        groups.setdefault((item.kind, item.tenant), []).append(item)
+    return groups
+
+
+async def _claim_together(
+    deps: IngestionDeps, claims: list[_Claim]
+) -> list[tuple[bytes | None, str] | None]:
+    """Mark the documents `processing`: one transaction per tenant. None for a deleted one."""
+    found: dict[_Claim, tuple[bytes | None, str]] = {}
+    for (kind, tenant), group in _by_tenant(claims).items():
+        async with deps.sessionmaker() as db, db.begin():
+            db.info[TENANT] = tenant
+            rows = await IngestionRepository(db, kind, tenant).claim([c.oid for c in group])
+        found.update({_Claim(kind, tenant, oid): row for oid, row in rows.items()})
+    return [found.get(claim) for claim in claims]
+
+
+async def _store_together(deps: IngestionDeps, items: list[_Indexed]) -> list[bool]:
+    """Index the documents' chunks and mark them ready: one transaction per tenant. False
+    for a document deleted in the meantime (its chunks are not written)."""
+    stored: set[tuple[Kind, uuid.UUID, uuid.UUID]] = set()
+    for (kind, tenant), group in _by_tenant(items).items():
+        latest = {item.oid: item for item in group}  # the same document twice: the last wins
+        async with deps.sessionmaker() as db, db.begin():
+            db.info[TENANT] = tenant
+            repository = IngestionRepository(db, kind, tenant)
+            present = await repository.lock_present(list(latest))
+            if present:
+                chunks = [chunk for oid in present for chunk in _new_chunks(latest[oid])]
+                await repository.replace_chunks(present, chunks)
+                await repository.update_each([{"id": oid, **latest[oid].values} for oid in present])
+        stored.update((kind, tenant, oid) for oid in present)
+    return [(item.kind, item.tenant, item.oid) in stored for item in items]
+
+
+def _new_chunks(indexed: _Indexed) -> list[NewChunk]:
+    return [
+        NewChunk(indexed.oid, chunk.ordinal, chunk.text, chunk.tokens, vector)
+        for chunk, vector in zip(indexed.chunks, indexed.vectors, strict=True)
     ]
-    # One multi-row INSERT per 1,000 chunks (not executemany, which would fire the statement
-    # trigger that keeps the BM25 statistics once per row and lock their words piecemeal).
-    for start in range(0, len(rows), 1000):
-        await db.execute(chunk_model.__table__.insert().values(rows[start : start + 1000]))

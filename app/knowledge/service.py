@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
@@ -32,34 +31,29 @@ async def add_document(
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
     the existing one with the same content in this tenant (`True`: a duplicate)."""
     documents = DocumentRepository(session, tenant_id)
-    existing = await documents.by_hash(upload.content_hash)
-    if existing is not None:
+    while True:  # twice at most: the copy that was in the way can be deleted in between
+        document = await documents.insert_new(
+            id=uuid.uuid4(),
+            title=title or upload.filename or "Untitled",
+            external_id=external_id,
+            doc_metadata=metadata,
+            filename=upload.filename,
+            content_type=upload.content_type,
+            size_bytes=len(upload.data),
+            content_hash=upload.content_hash,
+            source=upload.data,
+            status="pending",
+            created_by=created_by,
+        )
+        if document is not None:
+            break
+        existing = await documents.by_hash(upload.content_hash)
+        if existing is None:
+            continue
         if existing.status == "failed" and enqueue:  # uploading it again means: try again
             existing.status, existing.error, existing.progress = "pending", None, 0.0
             enqueue_after_commit(session, ingest_job("kb", tenant_id, existing.id))
         return existing, True
-    document = KbDocument(
-        tenant_id=tenant_id,
-        id=uuid.uuid4(),
-        title=title or upload.filename or "Untitled",
-        external_id=external_id,
-        doc_metadata=metadata,
-        filename=upload.filename,
-        content_type=upload.content_type,
-        size_bytes=len(upload.data),
-        content_hash=upload.content_hash,
-        source=upload.data,
-        status="pending",
-        created_by=created_by,
-    )
-    try:
-        async with session.begin_nested():
-            documents.add(document)
-            await session.flush()
-    except IntegrityError:  # the same file, uploaded concurrently
-        again = await documents.by_hash(upload.content_hash)
-        assert again is not None
-        return again, True
     if enqueue:
         enqueue_after_commit(session, ingest_job("kb", tenant_id, document.id))
     return document, False
