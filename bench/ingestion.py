@@ -3,9 +3,11 @@
     python -m bench.ingestion [--docs 500] [--embedder hashing|minilm]
 
 Both run in the same process on the same texts (SciFact abstracts from ../shared/data): the
-bare embedder embeds the chunks in batches of 64; the product path adds each document through
-the knowledge-base service and runs the ingestion pipeline (extract, neutralise, chunk, embed,
-index, status and progress). Target: the product path at >= 90% of the bare embedder.
+bare embedder embeds the product's chunks in batches of 16 and of 64 (the better one is the
+baseline); the product path adds each document through the knowledge-base service and runs the
+ingestion pipeline (extract, neutralise, chunk, embed, index, status and progress), as many
+documents at once as `threadline ingest`. Order: bare, product, product, bare again; the ratio
+is of the means. Target: the product path at >= 90% of the bare embedder.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import time
 import uuid
 from pathlib import Path
 
+from app.cli import INGEST_CONCURRENCY, INGEST_CONNECTIONS  # as `threadline ingest`
 from bench.common import ROOT, bench_database
 
 CORPUS = ROOT.parent / "shared" / "data" / "scifact-dev" / "corpus.jsonl"
@@ -37,7 +41,7 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
     from app.config import Settings
     from app.core import migrate
     from app.core.database_urls import resolve_database_urls
-    from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
+    from app.core.db import TENANT, create_engine, create_sessionmaker
     from app.embeddings.factory import build_embedder
     from app.ingestion.chunking import chunk_text
     from app.ingestion.pipeline import IngestionDeps, ingest
@@ -48,7 +52,7 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
     settings = Settings(database_url=owner_url, embedder=embedder_name)
     urls = resolve_database_urls(settings)
     await migrate.upgrade(settings, urls.owner)
-    engine = create_engine(urls.app)
+    engine = create_engine(urls.app, pool_size=INGEST_CONNECTIONS, max_overflow=0)
     sessions = create_sessionmaker(engine)
     embedder = build_embedder(settings)
     texts = load_texts(docs)
@@ -61,48 +65,56 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
         for c in chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
     ]
     await embedder.embed(chunks[:64])  # warm-up (model load, caches)
-    bare_by_batch: dict[int, float] = {}
-    for size in (16, 64):  # the baseline is the bare embedder at its better batch size
+
+    async def bare_rate(size: int) -> float:
         started = time.perf_counter()
         for start in range(0, len(chunks), size):
             await embedder.embed(chunks[start : start + size])
-        bare_by_batch[size] = len(chunks) / (time.perf_counter() - started)
-    best_batch = max(bare_by_batch, key=lambda size: bare_by_batch[size])
-    bare = bare_by_batch[best_batch]
+        return len(chunks) / (time.perf_counter() - started)
 
-    async with sessions() as db, db.begin():
-        tenant = await create_tenant(db, f"ingest-{uuid.uuid4().hex[:6]}")
-    limiter = asyncio.Semaphore(concurrency)
-    indexed = 0
+    async def product_rate() -> float:
+        """Every document added and ingested as `threadline ingest` does, into a new tenant."""
+        async with sessions() as db, db.begin():
+            tenant = await create_tenant(db, f"ingest-{uuid.uuid4().hex[:6]}")
+        limiter = asyncio.Semaphore(concurrency)
 
-    async def one(external_id: str, text: str) -> None:
-        nonlocal indexed
-        async with limiter:
-            async with sessions() as db, db.begin():
-                await scope_to_tenant(db, tenant.id)
-                document, _ = await add_document(
-                    db, tenant.id, from_bytes(text.encode(), None), title=external_id,
-                    external_id=external_id, metadata={}, created_by=None, enqueue=False,
-                )  # fmt: skip
-            assert await ingest(deps, "kb", tenant.id, document.id) == "ready"
-            indexed += 1
+        async def one(external_id: str, text: str) -> None:
+            async with limiter:
+                async with sessions() as db, db.begin():
+                    db.info[TENANT] = tenant.id  # applied as the transaction starts
+                    document, _ = await add_document(
+                        db, tenant.id, from_bytes(text.encode(), None), title=external_id,
+                        external_id=external_id, metadata={}, created_by=None, enqueue=False,
+                    )  # fmt: skip
+                assert await ingest(deps, "kb", tenant.id, document.id) == "ready"
 
-    started = time.perf_counter()
-    await asyncio.gather(*(one(i, t) for i, t in texts))
-    product = len(chunks) / (time.perf_counter() - started)
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i, t) for i, t in texts))
+        return len(chunks) / (time.perf_counter() - started)
+
+    # Bare, product, product, bare: a machine that speeds up or slows down during the run
+    # (this one drifts by 10% in minutes) moves both sides alike instead of one.
+    bare_by_batch = {size: await bare_rate(size) for size in (16, 64)}
+    best_batch = max(bare_by_batch, key=lambda size: bare_by_batch[size])  # the better batch
+    products = [await product_rate(), await product_rate()]
+    bares = [bare_by_batch[best_batch], await bare_rate(best_batch)]
     await engine.dispose()
-    print(f"\nIngestion throughput ({embedder.name}, {indexed} documents, {len(chunks)} chunks)")
+
+    bare, product = statistics.mean(bares), statistics.mean(products)
+    print(f"\nIngestion throughput ({embedder.name}, {len(texts)} documents, {len(chunks)} chunks)")
     for size, rate in bare_by_batch.items():
-        print(f"  bare embedder (batches of {size:>2})   {rate:9.1f} chunks/s")
-    print(f"  product path (concurrency {concurrency})   {product:9.1f} chunks/s")
-    print(f"  ratio to the better bare run    {100 * product / bare:9.1f} %   (target >= 90 %)")
+        print(f"  bare embedder (batches of {size:>2})     {rate:9.1f} chunks/s")
+    print(f"  bare embedder again (batches of {best_batch}) {bares[1]:7.1f} chunks/s")
+    for rate in products:
+        print(f"  product path (concurrency {concurrency})     {rate:9.1f} chunks/s")
+    print(f"  ratio of the means                {100 * product / bare:9.1f} %   (target >= 90 %)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
-    parser.add_argument("--concurrency", type=int, default=16)  # as `threadline ingest`
+    parser.add_argument("--concurrency", type=int, default=INGEST_CONCURRENCY)
     args = parser.parse_args()
     with bench_database() as owner_url:
         asyncio.run(run(owner_url, args.docs, args.embedder, args.concurrency))
