@@ -68,6 +68,8 @@ class Coalescer(Generic[T, R]):
                 continue
             try:
                 await self._run(batch)
+            except Exception as exc:  # a broken handler contract: its callers learn why
+                _fail(batch, exc)
             except BaseException:  # cancelled: no caller may hang
                 for waiting in [*batch, *self._queue]:
                     if not waiting.result.done():
@@ -79,14 +81,19 @@ class Coalescer(Generic[T, R]):
         try:
             results = await self._handle([w.item for w in batch])
         except Exception as exc:
-            if self._isolate_failures and len(batch) > 1:
-                for waiting in batch:
-                    await self._run([waiting])
+            if not (self._isolate_failures and len(batch) > 1):
+                _fail(batch, exc)  # every caller of this batch learns why
                 return
-            for waiting in batch:  # every caller of this batch learns why
-                if not waiting.result.done():
-                    waiting.result.set_exception(exc)
+            for waiting in batch:
+                if not waiting.result.done():  # a caller cancelled meanwhile is not retried
+                    await self._run([waiting])
             return
         for waiting, result in zip(batch, results, strict=True):
             if not waiting.result.done():
                 waiting.result.set_result(result)
+
+
+def _fail(batch: list[_Waiting[T, R]], error: Exception) -> None:
+    for waiting in batch:
+        if not waiting.result.done():
+            waiting.result.set_exception(error)

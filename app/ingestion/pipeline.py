@@ -69,24 +69,32 @@ class IngestionDeps:
     """Seconds before the second attempt after a transient failure; doubled each time."""
     batches: CoalescingEmbedder = field(init=False)
     """Chunks of documents ingested concurrently share the embedder's batches."""
-    claims: Coalescer[_Claim, tuple[bytes | None, str] | None] = field(init=False)
-    stores: Coalescer[_Indexed, bool] = field(init=False)
+    claims: dict[Kind, Coalescer[_Claim, tuple[bytes | None, str] | None]] = field(init=False)
+    stores: dict[Kind, Coalescer[_Indexed, bool]] = field(init=False)
     """Documents ingested concurrently share their claim and index-write transactions; a
-    batch that fails is retried document by document, so one bad document fails alone."""
+    batch that fails is retried document by document, so one bad document fails alone.
+    One of each per kind: an attachment a user waits for never queues behind a bulk load."""
 
     def __post_init__(self) -> None:
         self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)
-        self.claims = Coalescer(
-            partial(_claim_together, self),
-            max_size=CLAIMS_PER_TRANSACTION,
-            isolate_failures=True,
-        )
-        self.stores = Coalescer(
-            partial(_store_together, self),
-            max_size=CHUNKS_PER_TRANSACTION,
-            size=lambda indexed: max(1, len(indexed.chunks)),
-            isolate_failures=True,
-        )
+        kinds: tuple[Kind, ...] = ("kb", "attachment")
+        self.claims = {
+            kind: Coalescer(
+                partial(_claim_together, self),
+                max_size=CLAIMS_PER_TRANSACTION,
+                isolate_failures=True,
+            )
+            for kind in kinds
+        }
+        self.stores = {
+            kind: Coalescer(
+                partial(_store_together, self),
+                max_size=CHUNKS_PER_TRANSACTION,
+                size=lambda indexed: max(1, len(indexed.chunks)),
+                isolate_failures=True,
+            )
+            for kind in kinds
+        }
         limit = self.embedder.max_input_tokens
         if limit is not None and limit < self.chunk_tokens:  # chunks the model reads whole
             self.chunk_tokens = limit
@@ -135,7 +143,7 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
 
 
 async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
-    claimed = await deps.claims.submit(_Claim(kind, tenant, oid))
+    claimed = await deps.claims[kind].submit(_Claim(kind, tenant, oid))
     if claimed is None:
         raise _Deleted
     source, content_type = claimed
@@ -187,7 +195,7 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     }
     if kind == "attachment":
         values["text"] = text
-    if not await deps.stores.submit(_Indexed(kind, tenant, oid, chunks, vectors, values)):
+    if not await deps.stores[kind].submit(_Indexed(kind, tenant, oid, chunks, vectors, values)):
         raise _Deleted  # deleted while it was being ingested
 
 

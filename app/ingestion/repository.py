@@ -32,7 +32,7 @@ class NewChunk:
 
 
 def _vector_text(vector: Sequence[float]) -> str:
-    return "[" + ",".join(map(repr, vector)) + "]"
+    return "[" + ",".join([repr(float(x)) for x in vector]) + "]"  # shortest exact form
 
 
 def _array(name: str, element: Any) -> Any:

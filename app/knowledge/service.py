@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.core.pagination import Cursor, split_page
 from app.ingestion.jobs import ingest_job
@@ -31,7 +31,7 @@ async def add_document(
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
     the existing one with the same content in this tenant (`True`: a duplicate)."""
     documents = DocumentRepository(session, tenant_id)
-    while True:  # twice at most: the copy that was in the way can be deleted in between
+    for _ in range(3):  # the copy that was in the way can be deleted before it is read
         document = await documents.insert_new(
             id=uuid.uuid4(),
             title=title or upload.filename or "Untitled",
@@ -54,6 +54,8 @@ async def add_document(
             existing.status, existing.error, existing.progress = "pending", None, 0.0
             enqueue_after_commit(session, ingest_job("kb", tenant_id, existing.id))
         return existing, True
+    else:
+        raise Conflict("The same file is being added and deleted; try again.", code="busy")
     if enqueue:
         enqueue_after_commit(session, ingest_job("kb", tenant_id, document.id))
     return document, False

@@ -98,20 +98,25 @@ async def test_concurrent_ingestions_share_transactions_and_each_keeps_its_own_c
 
 
 async def test_a_document_that_cannot_be_stored_fails_alone(
-    sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+    sessionmaker: async_sessionmaker[AsyncSession],
+    db: AsyncSession,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     tenant = await make_tenant(db)
     bodies = [f"Healthy document {i}." for i in range(5)] + ["A poison document."]
     ids = await _add(sessionmaker, tenant.id, bodies)
     embedder = GatedEmbedder()
     embedder.gate.clear()  # every document waits for the model: they reach the store together
-    runs = [asyncio.ensure_future(ingest(_deps(sessionmaker, embedder), "kb", tenant.id, oid))
-            for oid in ids]  # fmt: skip
+    deps = _deps(sessionmaker, embedder)
+    runs = [asyncio.ensure_future(ingest(deps, "kb", tenant.id, oid)) for oid in ids]
     await asyncio.sleep(0.2)
     embedder.gate.set()
     statuses = await asyncio.gather(*runs)
 
     assert statuses == ["ready"] * 5 + ["failed"]
+    failed_attempts = [r for r in caplog.records if r.getMessage() == "ingestion attempt failed"]
+    # The poisoned batch was retried document by document: the healthy ones never failed.
+    assert {getattr(r, "id", None) for r in failed_attempts} == {str(ids[-1])}
     documents, chunks = await _documents(sessionmaker, tenant.id)
     assert documents[ids[-1]][0] == "failed"
     assert "after 3 attempts" in (documents[ids[-1]][1] or "")
