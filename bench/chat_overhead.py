@@ -119,12 +119,20 @@ async def _http_bench(base: str) -> None:
             (await client.post("/sessions", json={"title": f"s{i}"})).json()["id"]
             for i in range(32)
         ]
-        await _measure(client, "/bench/baseline", sessions[:4], 10)  # warm-up
+        # The baseline writes its rows into sessions of its own: a turn written behind the
+        # product's back into a /chat session would leave that session's history cache stale,
+        # and every /chat turn after it would rebuild its history from PostgreSQL — a cost no
+        # real turn pays (every finished turn goes through persist, which refreshes the cache).
+        baseline_sessions = [
+            (await client.post("/sessions", json={"title": f"b{i}"})).json()["id"]
+            for i in range(32)
+        ]
+        await _measure(client, "/bench/baseline", baseline_sessions[:4], 10)  # warm-up
         await _measure(client, "/chat", sessions[:4], 10)
 
         print("\nNon-LLM overhead of a turn over HTTP (uvicorn, zero-latency fake model)")
         for concurrency, per_session in REQUESTS_PER_SESSION.items():
-            chosen = sessions[:concurrency]
+            chosen, chosen_baseline = sessions[:concurrency], baseline_sessions[:concurrency]
             base_ms: list[float] = []
             chat_ms: list[float] = []
             # Interleaved in short blocks (one request each with one session), so the drift of
@@ -134,7 +142,7 @@ async def _http_bench(base: str) -> None:
             # baseline request that would then carry /chat's cost.
             block, pause = (1, 0.05) if concurrency == 1 else (3, 0.0)
             for _ in range(per_session // block):
-                base_ms += await _measure(client, "/bench/baseline", chosen, block, pause)
+                base_ms += await _measure(client, "/bench/baseline", chosen_baseline, block, pause)
                 chat_ms += await _measure(client, "/chat", chosen, block, pause)
             ratio50 = statistics.median(chat_ms) / statistics.median(base_ms)
             ratio95 = percentile(chat_ms, 95) / percentile(base_ms, 95)
