@@ -57,12 +57,7 @@ async def upload(
         tenant_id=principal.tenant_id,
         id=uuid.uuid4(),
         user_id=principal.user_id,
-        filename=file.filename,
-        content_type=file.content_type,
-        size_bytes=len(file.data),
-        content_hash=file.content_hash,
-        source=file.data,
-        status="pending",
+        **file.new_document_columns(),
     )
     session.add(attachment)
     await session.flush()

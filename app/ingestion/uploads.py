@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.datastructures import UploadFile
 
@@ -19,6 +20,17 @@ class Upload:
     filename: str | None
     content_type: str
     content_hash: str
+
+    def new_document_columns(self) -> dict[str, Any]:
+        """The columns a document or attachment made from this upload starts with."""
+        return {
+            "filename": self.filename,
+            "content_type": self.content_type,
+            "size_bytes": len(self.data),
+            "content_hash": self.content_hash,
+            "source": self.data,
+            "status": "pending",
+        }
 
 
 async def read_upload(file: UploadFile, max_bytes: int) -> Upload:

@@ -37,13 +37,8 @@ async def add_document(
             title=title or upload.filename or "Untitled",
             external_id=external_id,
             doc_metadata=metadata,
-            filename=upload.filename,
-            content_type=upload.content_type,
-            size_bytes=len(upload.data),
-            content_hash=upload.content_hash,
-            source=upload.data,
-            status="pending",
             created_by=created_by,
+            **upload.new_document_columns(),
         )
         if document is not None:
             break
