@@ -42,14 +42,12 @@ CHUNKS_PER_TRANSACTION = 2000
 
 @dataclass(frozen=True)
 class _Claim:
-    kind: Kind
     tenant: uuid.UUID
     oid: uuid.UUID
 
 
 @dataclass
 class _Indexed:
-    kind: Kind
     tenant: uuid.UUID
     oid: uuid.UUID
     chunks: list[Chunk]
@@ -80,7 +78,7 @@ class IngestionDeps:
         kinds: tuple[Kind, ...] = ("kb", "attachment")
         self.claims = {
             kind: Coalescer(
-                partial(_claim_together, self),
+                partial(_claim_together, self, kind),
                 max_size=CLAIMS_PER_TRANSACTION,
                 isolate_failures=True,
             )
@@ -88,7 +86,7 @@ class IngestionDeps:
         }
         self.stores = {
             kind: Coalescer(
-                partial(_store_together, self),
+                partial(_store_together, self, kind),
                 max_size=CHUNKS_PER_TRANSACTION,
                 size=lambda indexed: max(1, len(indexed.chunks)),
                 isolate_failures=True,
@@ -143,7 +141,7 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
 
 
 async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
-    claimed = await deps.claims[kind].submit(_Claim(kind, tenant, oid))
+    claimed = await deps.claims[kind].submit(_Claim(tenant, oid))
     if claimed is None:
         raise _Deleted
     source, content_type = claimed
@@ -195,38 +193,38 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     }
     if kind == "attachment":
         values["text"] = text
-    if not await deps.stores[kind].submit(_Indexed(kind, tenant, oid, chunks, vectors, values)):
+    if not await deps.stores[kind].submit(_Indexed(tenant, oid, chunks, vectors, values)):
         raise _Deleted  # deleted while it was being ingested
 
 
 Keyed = TypeVar("Keyed", _Claim, _Indexed)
 
 
-def _by_tenant(items: list[Keyed]) -> dict[tuple[Kind, uuid.UUID], list[Keyed]]:
-    groups: dict[tuple[Kind, uuid.UUID], list[Keyed]] = {}
+def _by_tenant(items: list[Keyed]) -> dict[uuid.UUID, list[Keyed]]:
+    groups: dict[uuid.UUID, list[Keyed]] = {}
     for item in items:
-        groups.setdefault((item.kind, item.tenant), []).append(item)
+        groups.setdefault(item.tenant, []).append(item)
     return groups
 
 
 async def _claim_together(
-    deps: IngestionDeps, claims: list[_Claim]
+    deps: IngestionDeps, kind: Kind, claims: list[_Claim]
 ) -> list[tuple[bytes | None, str] | None]:
     """Mark the documents `processing`: one transaction per tenant. None for a deleted one."""
     found: dict[_Claim, tuple[bytes | None, str]] = {}
-    for (kind, tenant), group in _by_tenant(claims).items():
+    for tenant, group in _by_tenant(claims).items():
         async with deps.sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant
             rows = await IngestionRepository(db, kind, tenant).claim([c.oid for c in group])
-        found.update({_Claim(kind, tenant, oid): row for oid, row in rows.items()})
+        found.update({_Claim(tenant, oid): row for oid, row in rows.items()})
     return [found.get(claim) for claim in claims]
 
 
-async def _store_together(deps: IngestionDeps, items: list[_Indexed]) -> list[bool]:
+async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]) -> list[bool]:
     """Index the documents' chunks and mark them ready: one transaction per tenant. False
     for a document deleted in the meantime (its chunks are not written)."""
-    stored: set[tuple[Kind, uuid.UUID, uuid.UUID]] = set()
-    for (kind, tenant), group in _by_tenant(items).items():
+    stored: set[tuple[uuid.UUID, uuid.UUID]] = set()
+    for tenant, group in _by_tenant(items).items():
         latest = {item.oid: item for item in group}  # the same document twice: the last wins
         async with deps.sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant
@@ -236,8 +234,8 @@ async def _store_together(deps: IngestionDeps, items: list[_Indexed]) -> list[bo
                 chunks = [chunk for oid in present for chunk in _new_chunks(latest[oid])]
                 await repository.replace_chunks(present, chunks)
                 await repository.update_each([{"id": oid, **latest[oid].values} for oid in present])
-        stored.update((kind, tenant, oid) for oid in present)
-    return [(item.kind, item.tenant, item.oid) in stored for item in items]
+        stored.update((tenant, oid) for oid in present)
+    return [(item.tenant, item.oid) in stored for item in items]
 
 
 def _new_chunks(indexed: _Indexed) -> list[NewChunk]:

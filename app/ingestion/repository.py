@@ -47,7 +47,6 @@ class IngestionRepository:
     def __init__(self, session: AsyncSession, kind: Kind, tenant_id: uuid.UUID) -> None:
         self.session = session
         self.tenant_id = tenant_id
-        self.kind = kind
         self.model: Any = KbDocument if kind == "kb" else Attachment
         self.chunk_model: Any = KbChunk if kind == "kb" else AttachmentChunk
         self.parent: Any = KbChunk.document_id if kind == "kb" else AttachmentChunk.attachment_id
