@@ -118,7 +118,9 @@ def serve(
         port=port,
         workers=workers,
         log_config=None,
-        proxy_headers=True,
+        # X-Forwarded-For is read by ClientAddressMiddleware, from THREADLINE_TRUSTED_PROXIES
+        # only: uvicorn's own reading believes any loopback peer.
+        proxy_headers=False,
         timeout_graceful_shutdown=10,
     )
 

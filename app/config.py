@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import secrets
 from functools import lru_cache
+from ipaddress import ip_network
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEV_APP_DB_PASSWORD = "threadline-app-dev"  # refused outside dev with an external DB
 
@@ -161,8 +162,21 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest JSON request body; uploads have their own limit."""
     max_upload_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Addresses or CIDR ranges of reverse proxies whose `X-Forwarded-For` is believed
+    (comma-separated). Empty: the peer address is the client, whatever the header says."""
     log_level: str = "INFO"
     log_json: bool = True
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxy_networks(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            for entry in value:
+                ip_network(str(entry), strict=False)  # ValueError: refused at start-up
+        return value
 
     @model_validator(mode="after")
     def _refuse_development_secrets(self) -> Settings:

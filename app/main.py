@@ -14,6 +14,7 @@ from app.core.errors import install_error_handlers
 from app.core.logging import configure_logging
 from app.core.middleware import (
     BodySizeLimitMiddleware,
+    ClientAddressMiddleware,
     ContentTypeMiddleware,
     RequestContextMiddleware,
 )
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
+    app.add_middleware(ClientAddressMiddleware, trusted_proxies=settings.trusted_proxies)
     app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
     for router in (
         ops_router,

@@ -4,7 +4,7 @@ import json
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, status
+from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -24,10 +24,17 @@ from app.auth.schemas import (
 )
 from app.auth.throttle import LoginThrottle
 from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import BadRequest, RefreshTokenReused, Unauthorized
+from app.core.errors import BadRequest, RefreshTokenReused
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _no_store(response: Response) -> None:
+    """A response carrying a secret (token, key) must not be kept by any cache."""
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Pragma"] = "no-cache"
+
 
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -83,6 +90,7 @@ _LOGIN_BODY = {
 )
 async def issue_token(
     request: Request,
+    response: Response,
     body: Annotated[LoginRequest, Depends(login_request)],
     session: DbSession,
     settings: SettingsDep,
@@ -94,21 +102,19 @@ async def issue_token(
         max_failures=settings.login_max_failures,
         window_seconds=settings.login_failure_window_seconds,
     )
+    # The peer, or the client a trusted proxy forwarded for (ClientAddressMiddleware).
     client = request.client.host if request.client else None
-    await throttle.check(body.email, client)
-    try:
-        user = await service.authenticate_password(session, body.email, body.password, body.tenant)
-    except Unauthorized:
-        await throttle.failed(body.email, client)
-        raise
-    await throttle.succeeded(body.email)
+    await throttle.reserve(body.email, client)
+    user = await service.authenticate_password(session, body.email, body.password, body.tenant)
+    await throttle.succeeded(body.email, client)
     pair = await service.start_session(session, settings, user)
+    _no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
 @router.post("/auth/refresh", response_model=TokenResponse)
 async def refresh_token(
-    body: RefreshRequest, session: DbSession, settings: SettingsDep
+    body: RefreshRequest, response: Response, session: DbSession, settings: SettingsDep
 ) -> TokenResponse:
     """Exchange a refresh token (once) for a new pair. A replayed token signs the session out."""
     try:
@@ -116,6 +122,7 @@ async def refresh_token(
     except RefreshTokenReused:
         await session.commit()  # the revocation must outlive this failed request
         raise
+    _no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
@@ -154,10 +161,11 @@ async def create_user(
 
 @admin_router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
 async def create_api_key(
-    body: CreateApiKeyRequest, admin: AdminPrincipal, session: DbSession
+    body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, session: DbSession
 ) -> ApiKeyCreated:
     """Create a server-to-server key acting as the admin. The key is shown only here."""
     key, raw = await service.create_api_key(session, admin, name=body.name, role=body.role)
+    _no_store(response)
     return ApiKeyCreated(
         id=key.id,
         key=raw,

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request id + access log, and the request body size limit.
+"""Pure ASGI middleware: request id + access log, the client's address behind trusted proxies,
+and the request body size limit.
 
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses are passed through untouched.
 """
@@ -11,6 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
+from ipaddress import ip_address, ip_network
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -46,6 +48,8 @@ class RequestContextMiddleware:
                 status, started = message["status"], True
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
+                # Browsers must not guess a type: an uploaded text rendered as HTML is XSS.
+                headers.append((b"x-content-type-options", b"nosniff"))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -69,6 +73,53 @@ class RequestContextMiddleware:
                 },
             )
             reset_request_id(token)
+
+
+class ClientAddressMiddleware:
+    """The client's address is the peer's, unless the peer is one of `trusted_proxies`: then
+    it is the right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
+
+    Anyone can send the header, so it is believed only from the proxies the operator named
+    (none by default); the login throttle and the access log key on the result.
+    """
+
+    def __init__(self, app: ASGIApp, *, trusted_proxies: Iterable[str] = ()) -> None:
+        self.app = app
+        self.trusted = tuple(ip_network(entry, strict=False) for entry in trusted_proxies)
+
+    def _is_trusted(self, address: str) -> bool:
+        try:
+            parsed = ip_address(address.strip("[]"))
+        except ValueError:
+            return False
+        return any(parsed in network for network in self.trusted)
+
+    def forwarded_client(self, peer: str, forwarded_for: list[str]) -> str:
+        """The client a chain of trusted proxies, ending at `peer`, reports."""
+        client = peer
+        hops = [hop.strip() for value in forwarded_for for hop in value.split(",")]
+        for hop in reversed(hops):
+            if not self._is_trusted(client):
+                break
+            try:
+                client = str(ip_address(hop.strip("[]")))
+            except ValueError:
+                break  # garbage from the far side of the last proxy: stop at that proxy
+        return client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        peer = scope.get("client")
+        if scope["type"] in ("http", "websocket") and self.trusted and peer:
+            forwarded = [
+                value.decode("latin-1")
+                for name, value in scope["headers"]
+                if name == b"x-forwarded-for"
+            ]
+            if forwarded and self._is_trusted(peer[0]):
+                client = self.forwarded_client(peer[0], forwarded)
+                if client != peer[0]:
+                    scope = {**scope, "client": (client, 0)}
+        await self.app(scope, receive, send)
 
 
 def _too_large(limit: int) -> str:

@@ -1,0 +1,158 @@
+"""Login under attack: parallel guesses, forged client addresses, the cost of a login."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.auth import passwords
+from app.config import Settings
+from app.main import create_app
+from tests.factories import DEFAULT_PASSWORD, make_tenant, make_user
+
+
+@pytest.mark.committed  # parallel requests: each needs its own connection
+async def test_parallel_wrong_passwords_admit_exactly_the_limit(
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    guesses = [
+        client.post("/auth/token", json={"email": user.email, "password": f"guess-{i}"})
+        for i in range(40)
+    ]
+    statuses = [r.status_code for r in await asyncio.gather(*guesses)]
+    assert statuses.count(401) == settings.login_max_failures
+    assert statuses.count(429) == 40 - settings.login_max_failures
+
+    right = await client.post(
+        "/auth/token", json={"email": user.email, "password": DEFAULT_PASSWORD}
+    )
+    assert right.status_code == 429
+    assert right.json()["error"]["code"] == "login_throttled"
+
+
+async def test_a_successful_login_gives_its_slot_back(
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    for _ in range(settings.login_max_failures + 2):
+        ok = await client.post(
+            "/auth/token", json={"email": user.email, "password": DEFAULT_PASSWORD}
+        )
+        assert ok.status_code == 200
+
+
+async def _client_keys(app: FastAPI) -> set[str]:
+    redis = app.state.resources.redis
+    pattern = redis.key("login-failures", "client", "*")
+    return {
+        (key.decode() if isinstance(key, bytes) else key).rsplit(":", 1)[1]
+        async for key in redis.client.scan_iter(match=pattern)
+    }
+
+
+async def _failed_login_via(app: FastAPI, peer: str, forwarded_for: str) -> None:
+    transport = httpx.ASGITransport(app=app, client=(peer, 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as c:
+        response = await c.post(
+            "/auth/token",
+            json={"email": "nobody@example.com", "password": "wrong-password"},
+            headers={"X-Forwarded-For": forwarded_for},
+        )
+    assert response.status_code == 401
+
+
+async def test_x_forwarded_for_from_an_untrusted_peer_is_ignored(app: FastAPI) -> None:
+    await _failed_login_via(app, "127.0.0.1", "203.0.113.7")
+    assert await _client_keys(app) == {"127.0.0.1"}
+
+
+async def test_x_forwarded_for_from_a_configured_proxy_is_honoured(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    proxied = settings.model_copy(update={"trusted_proxies": ["10.0.0.0/8", "127.0.0.1"]})
+    application = create_app(proxied)
+    async with application.router.lifespan_context(application):
+        application.state.resources.use_sessionmaker(sessionmaker)
+        # Through two trusted proxies: the client is the first untrusted hop from the right;
+        # what it wrote itself further left (a forged address) is not believed.
+        await _failed_login_via(application, "127.0.0.1", "198.51.100.1, 203.0.113.7, 10.1.2.3")
+        # A peer that is no proxy of ours forwards nothing.
+        await _failed_login_via(application, "192.0.2.50", "198.51.100.99")
+        assert await _client_keys(application) == {"203.0.113.7", "192.0.2.50"}
+        redis = application.state.resources.redis
+        keys = [k async for k in redis.client.scan_iter(match=f"{proxied.redis_prefix}*")]
+        if keys:
+            await redis.client.delete(*keys)
+
+
+def test_serve_leaves_x_forwarded_for_to_the_application(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    """uvicorn's own proxy-header handling believes any loopback peer: it must be off."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from app import cli
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(cli, "get_settings", lambda: settings)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(cli.cli, ["serve"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 0, result.output
+    assert seen["proxy_headers"] is False
+
+
+def _count_verifications(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """Count argon2 verifications (the test seam is the module's `_verify`)."""
+    calls = 0
+    real = passwords._verify
+
+    def counting(password_hash: str, password: str) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(password_hash, password)
+
+    monkeypatch.setattr(passwords, "_verify", counting)
+
+    def taken() -> int:
+        nonlocal calls
+        count, calls = calls, 0
+        return count
+
+    return taken
+
+
+async def test_a_login_verifies_one_hash_whatever_the_email(
+    client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = await make_user(db, await make_tenant(db), email="single@example.com")
+    for _ in range(3):
+        await make_user(db, await make_tenant(db), email="shared@example.com")
+    verifications = _count_verifications(monkeypatch)
+    answers = {}
+    for email in ("ghost@example.com", one.email, "shared@example.com"):
+        response = await client.post("/auth/token", json={"email": email, "password": "wrong!!!"})
+        answers[email] = (response.status_code, response.json()["error"])
+        assert verifications() == 1, email
+    # The same answer, word for word, whether the e-mail is in no, one or several tenants.
+    assert {(s, e["code"], e["message"]) for s, e in answers.values()} == {
+        (401, "invalid_credentials", answers[one.email][1]["message"])
+    }
+
+    shared = await client.post(
+        "/auth/token", json={"email": "shared@example.com", "password": DEFAULT_PASSWORD}
+    )
+    assert shared.json()["error"]["code"] == "tenant_required"
+    assert verifications() == 1
