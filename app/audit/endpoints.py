@@ -120,11 +120,18 @@ def _log_cursor(entry_id: int) -> str:
     return base64.urlsafe_b64encode(str(entry_id).encode()).decode().rstrip("=")
 
 
+_MAX_ENTRY_ID = 2**63 - 1  # a bigint: a larger number would fail in the database
+
+
 def _after_entry(token: str) -> int:
     try:
-        return int(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+        raw = base64.urlsafe_b64decode((token + "=" * (-len(token) % 4)).encode("ascii"))
+        entry_id = int(raw.decode("ascii"))
     except ValueError as exc:
         raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
+    if not 0 < entry_id <= _MAX_ENTRY_ID:
+        raise BadRequest("The cursor is not valid.", code="invalid_cursor")
+    return entry_id
 
 
 @router.get("/log", response_model=AuditLogPage)

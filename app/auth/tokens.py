@@ -86,7 +86,16 @@ def issue_pair(
     )
 
 
+def _uuid_claim(payload: dict[str, Any], name: str) -> uuid.UUID:
+    value = payload[name]
+    if not isinstance(value, str):  # uuid.UUID() of a list or a number is no ValueError
+        raise ValueError(f"claim {name!r} is not a string")
+    return uuid.UUID(value)
+
+
 def decode(settings: Settings, token: str, expected: TokenType) -> TokenClaims:
+    """The claims of a valid token of type `expected`, or 401: whatever a token holds (wrong
+    types, huge numbers), it is an invalid token, never a server error."""
     try:
         payload = jwt.decode(
             token,
@@ -97,19 +106,22 @@ def decode(settings: Settings, token: str, expected: TokenType) -> TokenClaims:
         )
     except jwt.ExpiredSignatureError as exc:
         raise Unauthorized("The token has expired.", code="token_expired") from exc
-    except jwt.PyJWTError as exc:
+    except (jwt.PyJWTError, OverflowError) as exc:  # PyJWT's int() of exp=1e999 overflows
         raise Unauthorized("The token is not valid.", code="invalid_token") from exc
     if payload.get("typ") != expected:
         raise Unauthorized(f"An {expected} token is required.", code="invalid_token_type")
     try:
+        role = payload.get("role", "member")
+        if not isinstance(role, str) or not isinstance(payload["jti"], str):
+            raise TypeError("role and jti must be strings")
         return TokenClaims(
-            user_id=uuid.UUID(payload["sub"]),
-            tenant_id=uuid.UUID(payload["tid"]),
-            role=str(payload.get("role", "member")),
+            user_id=_uuid_claim(payload, "sub"),
+            tenant_id=_uuid_claim(payload, "tid"),
+            role=role,
             token_type=expected,
-            jti=str(payload["jti"]),
+            jti=payload["jti"],
             expires_at=int(payload["exp"]),
-            family=uuid.UUID(payload["fam"]),
+            family=_uuid_claim(payload, "fam"),
         )
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise Unauthorized("The token is not valid.", code="invalid_token") from exc

@@ -7,7 +7,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from app.core.errors import BadRequest
@@ -24,11 +24,24 @@ class Cursor:
 
     @classmethod
     def decode(cls, token: str) -> Cursor:
+        """The cursor `encode` made, or 400 `invalid_cursor` for anything else: a cursor
+        comes from the client, so any bytes at all may arrive here."""
         try:
             padded = token + "=" * (-len(token) % 4)
-            created_at, object_id = json.loads(base64.urlsafe_b64decode(padded))
-            return cls(datetime.fromisoformat(created_at), uuid.UUID(object_id))
-        except (ValueError, TypeError) as exc:
+            decoded = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+            if not (
+                isinstance(decoded, list)
+                and len(decoded) == 2
+                and all(isinstance(part, str) for part in decoded)
+            ):
+                raise ValueError("not a pair of strings")
+            created_at = datetime.fromisoformat(decoded[0])
+            if created_at.tzinfo is None:
+                raise ValueError("a naive time cannot be compared with a timestamptz")
+            # Out of the database's range after conversion to UTC (year 1 or 9999 at the edge).
+            created_at.astimezone(UTC)
+            return cls(created_at, uuid.UUID(decoded[1]))
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
 
 
