@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.ingestion.jobs import ingest_job
 from app.ingestion.uploads import Upload
@@ -38,31 +38,43 @@ async def upload(
     session: AsyncSession, principal: Principal, file: Upload
 ) -> tuple[Attachment, bool]:
     """A new attachment queued for processing, or the caller's existing one with the same
-    content (`True`)."""
-    existing = await session.scalar(
-        select(Attachment).where(
-            Attachment.tenant_id == principal.tenant_id,
-            Attachment.user_id == principal.user_id,
-            Attachment.content_hash == file.content_hash,
+    content (`True`). One INSERT ... ON CONFLICT on the owner's content hash, as the knowledge
+    base does: concurrent identical uploads store one row."""
+    for _ in range(3):  # the copy that was in the way can be deleted before it is read
+        attachment = (
+            await session.scalars(
+                pg_insert(Attachment)
+                .values(
+                    tenant_id=principal.tenant_id,
+                    id=uuid.uuid4(),
+                    user_id=principal.user_id,
+                    **file.new_document_columns(),
+                )
+                .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "content_hash"])
+                .returning(Attachment)
+            )
+        ).one_or_none()
+        if attachment is not None:
+            enqueue_after_commit(
+                session, ingest_job("attachment", principal.tenant_id, attachment.id)
+            )
+            return attachment, False
+        existing = await session.scalar(
+            select(Attachment).where(
+                Attachment.tenant_id == principal.tenant_id,
+                Attachment.user_id == principal.user_id,
+                Attachment.content_hash == file.content_hash,
+            )
         )
-    )
-    if existing is not None:
+        if existing is None:
+            continue
         if existing.status == "failed":  # uploading it again means: try again
             existing.status, existing.error, existing.progress = "pending", None, 0.0
             enqueue_after_commit(
                 session, ingest_job("attachment", principal.tenant_id, existing.id)
             )
         return existing, True
-    attachment = Attachment(
-        tenant_id=principal.tenant_id,
-        id=uuid.uuid4(),
-        user_id=principal.user_id,
-        **file.new_document_columns(),
-    )
-    session.add(attachment)
-    await session.flush()
-    enqueue_after_commit(session, ingest_job("attachment", principal.tenant_id, attachment.id))
-    return attachment, False
+    raise Conflict("The same file is being added and deleted; try again.", code="busy")
 
 
 async def delete(session: AsyncSession, principal: Principal, attachment_id: uuid.UUID) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Index, Text
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -19,7 +19,8 @@ class Attachment(TenantOwned, DocumentColumns, Timestamped, Base):
             ["tenant_id", "user_id"], ["users.tenant_id", "users.id"], ondelete="CASCADE"
         ),
         CheckConstraint(DOCUMENT_STATUS_CHECK, name="status"),
-        Index("ix_attachments_owner_hash", "tenant_id", "user_id", "content_hash"),
+        # One per owner and content: a second upload of the same file is the first one.
+        UniqueConstraint("tenant_id", "user_id", "content_hash"),
     )
 
     user_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
