@@ -21,7 +21,7 @@ from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import NotFound, TooManyRequests
 from app.core.resources import Resources
 from app.models import AuditLog, ChatSession, QueryHistory, User
-from app.privacy.erasure import erase_user, purge_cache_keys
+from app.privacy.erasure import erase_user, purge_cache_keys, refuse_last_admin
 from app.privacy.export import export_user
 from app.privacy.marks import mark_erased
 
@@ -144,6 +144,7 @@ async def _erased_before(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.U
 async def _erase(
     db: DbSession, resources: Resources, actor: Principal, user_id: uuid.UUID
 ) -> ErasureResponse | None:
+    await refuse_last_admin(db, actor.tenant_id, user_id)  # before anything is stopped
     await _stop_running_turns(db, resources, actor.tenant_id, user_id)
     erased = await erase_user(db, actor.tenant_id, user_id)
     if not erased.users:
@@ -164,7 +165,12 @@ async def _erase(
     return ErasureResponse(deleted=ErasureCounts(**erased.counts()))
 
 
-@router.delete("/me", response_model=ErasureResponse)
+_LAST_ADMIN: dict[int | str, dict[str, Any]] = {
+    409: {"description": "The user is the tenant's last admin (`last_admin`)"}
+}
+
+
+@router.delete("/me", response_model=ErasureResponse, responses=_LAST_ADMIN)
 async def erase_me(
     principal: CurrentPrincipal, db: DbSession, resources: ResourcesDep
 ) -> ErasureResponse:
@@ -175,7 +181,9 @@ async def erase_me(
     return response
 
 
-@router.delete("/admin/users/{user_id}", response_model=ErasureResponse, tags=["admin"])
+@router.delete(
+    "/admin/users/{user_id}", response_model=ErasureResponse, tags=["admin"], responses=_LAST_ADMIN
+)
 async def erase_user_as_admin(
     user_id: uuid.UUID, admin: AdminPrincipal, db: DbSession, resources: ResourcesDep
 ) -> ErasureResponse:

@@ -19,6 +19,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Conflict
 from app.core.redis import RedisHandle
 from app.models import (
     Attachment,
@@ -57,6 +58,25 @@ class Erased:
 
 def _rows(result: Any) -> int:
     return int(cast(CursorResult[Any], result).rowcount)
+
+
+async def refuse_last_admin(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """409 `last_admin` when the user is the tenant's only admin: nobody could then manage
+    its users, keys or knowledge base. The admins are locked until the erasure commits, so
+    two admins erasing each other at once cannot both succeed."""
+    admins = (
+        await db.execute(
+            select(User.id)
+            .where(User.tenant_id == tenant_id, User.role == "admin")
+            .order_by(User.id)
+            .with_for_update()
+        )
+    ).scalars()
+    if list(admins) == [user_id]:
+        raise Conflict(
+            "This is the tenant's last admin: make another user admin first.",
+            code="last_admin",
+        )
 
 
 async def erase_user(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> Erased:
