@@ -16,7 +16,12 @@ from app.config import Settings
 from tests.factories import make_tenant, make_user
 
 
-def _token(settings: Settings, claims: dict[str, object], typ: str = "access") -> str:
+def _token(
+    settings: Settings,
+    claims: dict[str, object],
+    typ: str = "access",
+    header: object = None,
+) -> str:
     now = int(time.time())
     payload: dict[str, object] = {
         "iss": settings.jwt_issuer,
@@ -33,7 +38,7 @@ def _token(settings: Settings, claims: dict[str, object], typ: str = "access") -
     def part(value: object) -> bytes:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=")
 
-    signed = part({"alg": "HS256", "typ": "JWT"}) + b"." + part(payload)
+    signed = part(header or {"alg": "HS256", "typ": "JWT"}) + b"." + part(payload)
     key = settings.jwt_signing_key().encode()
     signature = base64.urlsafe_b64encode(hmac.digest(key, signed, "sha256")).rstrip(b"=")
     return (signed + b"." + signature).decode()
@@ -86,3 +91,25 @@ async def test_odd_claims_are_a_401_json_error(
     refreshed = await client.post("/auth/refresh", json={"refresh_token": refresh})
     assert refreshed.status_code == 401, refreshed.text
     assert refreshed.json()["error"]["code"]
+
+
+ODD_HEADERS: list[object] = [
+    ["HS256"],
+    {"alg": ["HS256"]},
+    {"alg": "none"},
+    {"alg": "HS256", "kid": [1, 2]},
+    {"alg": "HS256", "crit": ["exp"]},
+    {"alg": "HS256", "crit": 5},
+    {"alg": "HS256", "b64": False},
+]
+
+
+@pytest.mark.parametrize("header", ODD_HEADERS, ids=lambda h: repr(h)[:40])
+async def test_odd_headers_are_a_401_json_error(
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings, header: object
+) -> None:
+    user = await make_user(db, await make_tenant(db))
+    token = _token(settings, {"sub": str(user.id), "tid": str(user.tenant_id)}, header=header)
+    me = await client.get("/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 401, me.text
+    assert me.json()["error"]["code"] == "invalid_token"
