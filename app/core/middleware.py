@@ -80,7 +80,7 @@ class ClientAddressMiddleware:
     it is the right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
 
     Anyone can send the header, so it is believed only from the proxies the operator named
-    (none by default); the login throttle and the access log key on the result.
+    (none by default). The login throttle counts failures per client on the result.
     """
 
     def __init__(self, app: ASGIApp, *, trusted_proxies: Iterable[str] = ()) -> None:
