@@ -88,11 +88,11 @@ async def test_more_concurrent_operations_than_the_pool_holds_wait_for_a_connect
 async def test_a_claim_or_limit_check_redis_cannot_serve_in_time_is_refused_not_skipped(
     server: PrivateRedis,
 ) -> None:
-    settings = _settings(server, redis_max_connections=1, redis_pool_timeout_seconds=0.2)
+    settings = _settings(server, redis_max_connections=2, redis_pool_timeout_seconds=0.2)
     redis = build_redis(settings)
     limiter = UsageLimiter(redis, settings)
     pool = redis.client.connection_pool
-    held = await pool.get_connection()  # type: ignore[no-untyped-call]  # its only one
+    held = [await pool.get_connection() for _ in range(2)]  # type: ignore[no-untyped-call]
     try:
         with pytest.raises(IdempotencyUnavailable) as refused:
             await _claim(_store(redis), "busy")
@@ -102,7 +102,8 @@ async def test_a_claim_or_limit_check_redis_cannot_serve_in_time_is_refused_not_
             await limiter.admit(uuid.uuid4(), uuid.uuid4(), Limits(1, 1, 1, 1))
         assert limited.value.code == "limits_unavailable"
     finally:
-        await pool.release(held)
+        for connection in held:
+            await pool.release(connection)
         await redis.close()
 
 
