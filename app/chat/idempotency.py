@@ -166,9 +166,10 @@ class IdempotencyStore:
         while time.monotonic() < deadline:
             try:
                 raw = await self.redis.client.get(claim.key)
-            except Exception:  # a transient failure: the record is still there to wait for
-                logger.debug("idempotency record not read; polling again", exc_info=True)
-                await asyncio.sleep(_POLL_SECONDS)
+            except (RedisError, OSError):
+                if not await self.redis.reachable():
+                    return None  # Redis went down: stop waiting (409, the client retries)
+                await asyncio.sleep(_POLL_SECONDS)  # transient: the record is still there
                 continue
             if raw is None:
                 return None
@@ -195,7 +196,8 @@ class IdempotencyStore:
 
     async def _retried(self, write: Callable[[], Awaitable[Any]], what: str) -> None:
         """Run `write` until it lands, for at most WRITE_DEADLINE_SECONDS while Redis answers;
-        a Redis that is down ends it at once (its keys are then lost with it anyway)."""
+        a Redis that is down ends it at once (the degradation: a running claim then expires
+        with its short lifetime)."""
         deadline = time.monotonic() + WRITE_DEADLINE_SECONDS
         for attempt in itertools.count():
             try:
