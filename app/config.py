@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     # --- Redis and background jobs ---------------------------------------------------------
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
     redis_prefix: str = "tl:"
+    redis_max_connections: int = Field(default=200, ge=2)
+    """Connections one process may open to Redis (one blocking pool; the stop channel's
+    subscription holds one for good)."""
+    redis_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long an operation waits for a free pooled connection before it fails."""
     celery_broker_url: str | None = Field(default=None, validation_alias=_env("CELERY_BROKER_URL"))
 
     # --- Auth ------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -40,14 +39,20 @@ LastEventId = Annotated[str | None, Header(alias="Last-Event-ID")]
 
 
 async def _claim(
-    resources: Resources, principal: Principal, key: str | None, endpoint: str,
-    body: ChatRequest, turn_id: uuid.UUID,
+    resources: Resources, session: AsyncSession, principal: Principal, key: str | None,
+    endpoint: str, body: ChatRequest, turn_id: uuid.UUID,
 ) -> Claim | None:  # fmt: skip
     """Claimed before anything is written: a retry that loses the claim leaves no row."""
     if key is None:
         return None
+
+    async def turn_exists(claimed: uuid.UUID) -> bool:
+        # A stored answer is replayed only while its turn exists (not after the session's
+        # deletion or the user's erasure).
+        return await TurnRepository(session, principal.tenant_id).get(claimed) is not None
+
     store = resources.guards.idempotency
-    return await store.claim(principal, key, fingerprint(endpoint, body), turn_id)
+    return await store.claim(principal, key, fingerprint(endpoint, body), turn_id, turn_exists)
 
 
 async def _admit(
@@ -68,8 +73,7 @@ async def _admit(
         return await prepare_turn(session, principal, body, resources.settings, turn_id)
     except BaseException:
         if claim is not None:
-            with contextlib.suppress(Exception):  # Redis down: the claim expires soon anyway
-                await resources.redis.client.delete(claim.key)
+            await resources.guards.idempotency.release(claim)
         raise
 
 
@@ -90,7 +94,7 @@ async def chat(
 ) -> ChatResponse:
     """One turn, answered as JSON once complete."""
     turn_id = uuid.uuid4()
-    claim = await _claim(resources, principal, idempotency_key, "/chat", body, turn_id)
+    claim = await _claim(resources, session, principal, idempotency_key, "/chat", body, turn_id)
     if claim is not None and not claim.won:
         return await _stored_answer(resources, claim)
     turn = await _admit(resources, session, principal, body, claim, turn_id)
@@ -150,7 +154,9 @@ async def chat_stream(
     starts (404 as JSON); failures after that arrive as an `error` event. The turn id is in
     the `meta` event and the `X-Turn-Id` header, for resume and stop."""
     turn_id = uuid.uuid4()
-    claim = await _claim(resources, principal, idempotency_key, "/chat/stream", body, turn_id)
+    claim = await _claim(
+        resources, session, principal, idempotency_key, "/chat/stream", body, turn_id
+    )
     settings = resources.settings
     if claim is not None and not claim.won:
         metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()

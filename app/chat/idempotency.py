@@ -7,24 +7,33 @@ the Redis buffer, JSON by waiting for the stored answer). Another body with the 
 a client bug: 422. A running claim lives `THREADLINE_LLM_TIMEOUT_SECONDS` + 60 s (so a claim
 whose process died does not block retries for long); a stored answer lives
 `THREADLINE_IDEMPOTENCY_TTL_SECONDS` (24 h). A run that fails, or a request that fails before
-its run starts, releases its key, so a retry may try again. Without Redis the header is ignored.
+its run starts, releases its key, so a retry may try again. A finished record is replayed only
+while its turn exists: after the session is deleted (or the user erased) the key starts afresh.
+
+Never two turns for one key while Redis answers (docs/adr/0015): a claim that fails although
+Redis answers is a 503 with `Retry-After`, and the finished record is written with retries.
+Only a Redis that is down (no connection can be opened) lets the header be ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from app.auth.principal import Principal
 from app.chat.schemas import ChatRequest, chat_answer
 from app.chat.sse import RunOutcome
-from app.core.errors import UnprocessableEntity
+from app.core.errors import ServiceUnavailable, UnprocessableEntity
 from app.core.redis import RedisHandle
 from app.privacy.marks import is_erased
 
@@ -32,6 +41,29 @@ logger = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 255
 _POLL_SECONDS = 0.05
+# Writes that must land while Redis answers (the finished record, a release) are retried for
+# this long, with growing pauses: past a restart or a burst that exhausts the pool.
+WRITE_DEADLINE_SECONDS = 30.0
+_RETRY_BASE, _RETRY_CAP = 0.05, 1.0
+# Deletes the key only while it still holds this request's claim: a release that comes late
+# must not remove a record someone else has written since.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+TurnExists = Callable[[uuid.UUID], Awaitable[bool]]
+
+
+class IdempotencyUnavailable(ServiceUnavailable):
+    """Redis answers, but the key could not be claimed: running without it could run the
+    request twice, so the client retries shortly (with the same key)."""
+
+    code = "idempotency_unavailable"
+    message = "The Idempotency-Key could not be checked just now; retry shortly."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"Retry-After": "1"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +71,7 @@ class Claim:
     key: str
     won: bool
     record: dict[str, Any]
+    raw: str = ""  # what this request wrote, when it won: what `release` may delete
 
     @property
     def turn_id(self) -> uuid.UUID:
@@ -56,17 +89,26 @@ class IdempotencyStore:
         # A claim whose process dies must not block retries for a day: while the turn runs,
         # the key lives a little longer than a model call may take.
         self.running_ttl = min(running_ttl_seconds, ttl_seconds)
+        self._release = redis.client.register_script(_RELEASE)
 
     def key(self, principal: Principal, raw_key: str) -> str:
         digest = hashlib.sha256(raw_key.encode()).hexdigest()
         return self.redis.key("idem", principal.tenant_id, principal.user_id, digest)
 
     async def claim(
-        self, principal: Principal, raw_key: str, print_: str, turn_id: uuid.UUID
+        self,
+        principal: Principal,
+        raw_key: str,
+        print_: str,
+        turn_id: uuid.UUID,
+        turn_exists: TurnExists,
     ) -> Claim | None:
         """Claim the key for `turn_id`, or return the record of whoever holds it.
 
-        None when Redis cannot be reached: the request then runs without idempotency.
+        A finished record whose turn no longer exists (its session was deleted, its user
+        erased) is not replayed: it is dropped and the key claimed afresh. None only when
+        Redis is down (no connection can be opened): the request then runs without
+        idempotency. Redis answering but this claim failing is a 503 with `Retry-After`.
         """
         if not raw_key.strip() or len(raw_key) > MAX_KEY_CHARS:
             raise UnprocessableEntity(
@@ -76,30 +118,59 @@ class IdempotencyStore:
         key = self.key(principal, raw_key)
         mine = {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
         try:
-            for _ in range(3):  # the holder may release between our SET and GET
-                if await self.redis.client.set(key, json.dumps(mine), nx=True, ex=self.running_ttl):
-                    return Claim(key, True, mine)
-                raw = await self.redis.client.get(key)
-                if raw is not None:
-                    break
-            else:
-                return None
-        except Exception:
-            logger.warning("idempotency store unavailable: running without it")
+            claim = await self._claim(key, mine, turn_exists)
+        except (RedisError, OSError):
+            if await self.redis.reachable():
+                logger.warning("idempotency key not claimed though Redis answers", exc_info=True)
+                raise IdempotencyUnavailable() from None
+            logger.warning("Redis is down: running without idempotency")
             return None
-        record: dict[str, Any] = json.loads(raw)
-        if record["fingerprint"] != print_:
+        if claim.record["fingerprint"] != print_:
             raise UnprocessableEntity(
                 "This Idempotency-Key was used with a different request.",
                 code="idempotency_key_reused",
             )
-        return Claim(key, False, record)
+        return claim
+
+    async def _claim(self, key: str, mine: dict[str, Any], turn_exists: TurnExists) -> Claim:
+        raw_mine = json.dumps(mine)
+        client = self.redis.client
+        for _ in range(3):  # the holder may release between our SET and GET
+            if await client.set(key, raw_mine, nx=True, ex=self.running_ttl):
+                return Claim(key, True, mine, raw_mine)
+            raw = await client.get(key)
+            if raw is None:
+                continue
+            record: dict[str, Any] = json.loads(raw)
+            if record["turn_id"] == mine["turn_id"]:
+                # Our own SET, sent again after its reply was lost (a retried command).
+                return Claim(key, True, mine, raw_mine)
+            if record["state"] == "done" and not await turn_exists(uuid.UUID(record["turn_id"])):
+                await self._release(keys=[key], args=[raw])  # its answer is gone: so is the key
+                continue
+            return Claim(key, False, record)
+        raise IdempotencyUnavailable()  # claimed and released under our feet three times
+
+    async def release(self, claim: Claim) -> None:
+        """Give the key up (the request failed before or while running): a retry may run it
+        again. Only this request's own running claim is removed; retried while Redis answers,
+        and when it cannot be, the claim expires with its short running lifetime."""
+        if claim.won:
+            await self._retried(
+                lambda: self._release(keys=[claim.key], args=[claim.raw]), "release"
+            )
 
     async def wait_finished(self, claim: Claim, timeout_seconds: float) -> dict[str, Any] | None:
         """The holder's stored record once finished; None if it was released (failed)."""
         deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
-            raw = await self.redis.client.get(claim.key)
+            try:
+                raw = await self.redis.client.get(claim.key)
+            except (RedisError, OSError):
+                if not await self.redis.reachable():
+                    return None  # Redis went down: stop waiting (409, the client retries)
+                await asyncio.sleep(_POLL_SECONDS)  # transient: the record is still there
+                continue
             if raw is None:
                 return None
             record: dict[str, Any] = json.loads(raw)
@@ -113,12 +184,30 @@ class IdempotencyStore:
             terminal = outcome.terminal
             erased = await is_erased(self.redis, outcome.turn.user_id)
             if erased or terminal is None or terminal.name != "done":
-                await self.redis.client.delete(claim.key)  # failed: a retry may run it again
+                await self.release(claim)  # failed: a retry may run it again
                 return
             record = {**claim.record, "state": "done", "response": response_of(outcome)}
-            await self.redis.client.set(claim.key, json.dumps(record, default=str), ex=self.ttl)
+            raw = json.dumps(record, default=str)
+            await self._retried(
+                lambda: self.redis.client.set(claim.key, raw, ex=self.ttl), "finished record"
+            )
 
         return finish
+
+    async def _retried(self, write: Callable[[], Awaitable[Any]], what: str) -> None:
+        """Run `write` until it lands, for at most WRITE_DEADLINE_SECONDS while Redis answers;
+        a Redis that is down ends it at once (the degradation: a running claim then expires
+        with its short lifetime)."""
+        deadline = time.monotonic() + WRITE_DEADLINE_SECONDS
+        for attempt in itertools.count():
+            try:
+                await write()
+                return
+            except Exception:
+                if time.monotonic() >= deadline or not await self.redis.reachable():
+                    logger.warning("idempotency %s not written", what, exc_info=True)
+                    return
+            await asyncio.sleep(min(_RETRY_CAP, _RETRY_BASE * 2**attempt))
 
 
 def response_of(outcome: RunOutcome) -> dict[str, Any]:

@@ -4,8 +4,9 @@ them after `Last-Event-ID` and follow the live rest.
 Entry ids are `<event id>-0`, so "after event n" is simply "after entry n-0" (XREAD/XRANGE).
 The generating process writes through one small task per stream that drains whatever has
 queued up and sends it as one pipeline: a burst of tokens costs one round trip, and the
-stream being read by its own client never waits on Redis. Redis failures are logged once and
-then ignored: the stream goes on, only without resume.
+stream being read by its own client never waits on Redis. A failed write is retried for a
+bounded time (`BufferWriter`); only then is the buffer given up, logged once: the stream goes
+on, only without resume.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +30,11 @@ logger = logging.getLogger(__name__)
 TERMINAL_EVENTS = frozenset({"done", "error"})
 # Below the client's socket timeout (1 s): a blocking read must return before it.
 _BLOCK_MS = 500
+# A buffer is given up after its writes failed this long: longer than a Redis restart or a
+# burst that exhausts the pool, far shorter than the buffer's life (resume after that).
+GIVE_UP_SECONDS = 30.0
+_RETRY_BASE, _RETRY_CAP = 0.05, 1.0
+_WRITERS: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True)
@@ -90,16 +97,28 @@ def _decode(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
 
 
 class BufferWriter:
-    """Appends one stream's events, in order, without making the stream wait."""
+    """Appends one stream's events, in order, without making the stream wait.
+
+    A write that fails (a connection cut, a Redis restarting, no pooled connection free in
+    time) is sent again with a growing pause; events that arrive meanwhile queue behind it,
+    so none is dropped or reordered. Before a resend, the events Redis already holds are
+    skipped (a write whose reply was lost did land). Only after `GIVE_UP_SECONDS` of failing
+    writes is the buffer given up: the stream goes on, only without resume.
+    """
 
     def __init__(self, buffer: StreamBuffer, turn_id: uuid.UUID, owner: str) -> None:
         self.buffer = buffer
+        self.turn_id = turn_id
         self.key = buffer.events_key(turn_id)
         self.owner_key = buffer.owner_key(turn_id)
         self.owner = owner
         self.pending: asyncio.Queue[BufferedEvent | None] = asyncio.Queue()
         self.failed = False
+        self._owner_written = False
         self.task = asyncio.create_task(self._write())
+        # The writer may outlive its run while it retries: keep the task referenced.
+        _WRITERS.add(self.task)
+        self.task.add_done_callback(_WRITERS.discard)
 
     def append(self, event_id: int, name: str, data: dict[str, Any]) -> None:
         self.pending.put_nowait(BufferedEvent(event_id, name, data))
@@ -108,33 +127,59 @@ class BufferWriter:
         self.pending.put_nowait(None)
 
     async def _write(self) -> None:
-        client, ttl = self.buffer.redis.client, self.buffer.ttl
-        try:
-            # The owner goes first: a client may ask to resume before the first event.
-            await client.set(self.owner_key, self.owner, ex=ttl)
-        except Exception:
-            self._fail()
+        events: list[BufferedEvent] = []
         closed = False
-        while not closed:
-            batch = [await self.pending.get()]
+        failing_since: float | None = None
+        failures = 0
+        while not (closed and not events):
+            # The owner goes first (a client may ask to resume before the first event): the
+            # first pass sends it without waiting for an event.
+            if not events and not closed and (self._owner_written or self.failed):
+                item = await self.pending.get()
+                closed = item is None
+                events.extend([item] if item is not None else [])
             while not self.pending.empty():
-                batch.append(self.pending.get_nowait())
-            closed = batch[-1] is None
-            events = [event for event in batch if event is not None]
-            if not events or self.failed:
+                item = self.pending.get_nowait()
+                closed = closed or item is None
+                events.extend([item] if item is not None else [])
+            if self.failed or (self._owner_written and not events):
+                events.clear()
                 continue
             try:
-                async with client.pipeline(transaction=False) as pipe:
-                    for event in events:
-                        payload = json.dumps(event.data, separators=(",", ":"), default=str)
-                        entry: dict[FieldT, EncodableT] = {"n": event.name, "d": payload}
-                        pipe.xadd(self.key, entry, id=f"{event.event_id}-0")
-                    pipe.expire(self.key, ttl)
-                    pipe.expire(self.owner_key, ttl)
-                    await pipe.execute()
+                await self._send(events, resync=failures > 0)
             except Exception:
-                self._fail()
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                failures += 1
+                if now - failing_since >= GIVE_UP_SECONDS:
+                    self._fail()
+                else:
+                    await asyncio.sleep(min(_RETRY_CAP, _RETRY_BASE * 2 ** (failures - 1)))
+                continue
+            events.clear()
+            failing_since, failures = None, 0
         await self._forget_if_erased()
+
+    async def _send(self, events: list[BufferedEvent], *, resync: bool) -> None:
+        """One pipeline: the owner (first time), the events, the expiries."""
+        client, ttl = self.buffer.redis.client, self.buffer.ttl
+        if resync and events:
+            # The failed attempt may have landed in part: never send an event id twice.
+            last = await self.buffer.last_event(self.turn_id)
+            if last is not None:
+                events[:] = [event for event in events if event.event_id > last.event_id]
+        async with client.pipeline(transaction=False) as pipe:
+            if not self._owner_written:
+                pipe.set(self.owner_key, self.owner, ex=ttl)
+            for event in events:
+                payload = json.dumps(event.data, separators=(",", ":"), default=str)
+                entry: dict[FieldT, EncodableT] = {"n": event.name, "d": payload}
+                pipe.xadd(self.key, entry, id=f"{event.event_id}-0")
+            if events:
+                pipe.expire(self.key, ttl)
+                pipe.expire(self.owner_key, ttl)
+            await pipe.execute()
+        self._owner_written = True
 
     async def _forget_if_erased(self) -> None:
         """The user was erased while the stream ran: its events must not outlive the purge."""

@@ -5,23 +5,27 @@ then the tenant's minute counter (a second one, only for requests the user's lim
 request the tenant refuses is not counted). The minute counters are fixed windows (INCR +
 EXPIRE), the token counters hold what finished turns used today (UTC). A tenant's
 `settings["limits"]` overrides the defaults from the environment (`THREADLINE_RATE_LIMIT_*`,
-`THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down: no limits (chat keeps answering;
-`/readyz` reports Redis).
+`THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down (no connection can be opened): no
+limits (chat keeps answering; `/readyz` reports Redis). Redis answering but a check failing (no
+pooled connection free in time, say) is a 503 with `Retry-After`, never a request let through
+unchecked (docs/adr/0015).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.core.errors import TooManyRequests
+from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle
 from app.core.tenant_cache import TenantCache
 from app.models import Tenant
@@ -31,6 +35,9 @@ from app.privacy.marks import mark_key
 logger = logging.getLogger(__name__)
 
 DAY_SECONDS = 86_400
+# A turn's tokens are counted with a few retries while Redis answers (0.1 s, 0.2 s, ...): the
+# client's own retries cover a dead connection; these cover a pool busy for a moment.
+CHARGE_ATTEMPTS = 5
 
 # A finished turn's tokens, added to the user's and the tenant's day — unless the user was
 # erased while the turn ran (no key may name them again): one round trip.
@@ -107,8 +114,8 @@ class UsageLimiter:
                 pipe.get(keys["user_day"])
                 pipe.get(keys["tenant_day"])
                 user_count, _, user_tokens, tenant_tokens = await pipe.execute()
-        except Exception:
-            logger.warning("rate limiter unavailable: admitting without limits")
+        except (RedisError, OSError):
+            await self._unavailable()
             return
         _check_quota("user", int(user_tokens or 0), limits.user_tokens_per_day, now)
         _check_rate("user", int(user_count), limits.user_per_min, now)
@@ -122,10 +129,21 @@ class UsageLimiter:
                 tenant_count, _ = await pipe.execute()
             if int(tenant_count) > limits.tenant_per_min:
                 await self.redis.client.decr(keys["tenant_min"])  # refused: not counted
-        except Exception:
-            logger.warning("rate limiter unavailable: admitting without limits")
+        except (RedisError, OSError):
+            await self._unavailable()
             return
         _check_rate("tenant", int(tenant_count), limits.tenant_per_min, now)
+
+    async def _unavailable(self) -> None:
+        """A check failed: admitted unchecked only when Redis is down, else 503."""
+        if await self.redis.reachable():
+            logger.warning("rate limits not checked though Redis answers", exc_info=True)
+            raise ServiceUnavailable(
+                "Usage limits could not be checked just now; retry shortly.",
+                code="limits_unavailable",
+                headers={"Retry-After": "1"},
+            )
+        logger.warning("Redis is down: admitting without limits")
 
     async def charge(self, tenant_id: uuid.UUID, user_id: uuid.UUID, tokens: int) -> None:
         """Add a finished turn's tokens to today's counters."""
@@ -133,13 +151,18 @@ class UsageLimiter:
             return
         keys = self._keys(tenant_id, user_id, time.time())
         erased = mark_key(self.redis, user_id)
-        try:
-            await self._charge(
-                keys=[erased, keys["user_day"], keys["tenant_day"]],
-                args=[tokens, 2 * DAY_SECONDS],
-            )
-        except Exception:
-            logger.warning("could not count a turn's tokens against the quota")
+        for attempt in range(CHARGE_ATTEMPTS):
+            try:
+                await self._charge(
+                    keys=[erased, keys["user_day"], keys["tenant_day"]],
+                    args=[tokens, 2 * DAY_SECONDS],
+                )
+                return
+            except (RedisError, OSError):
+                if attempt == CHARGE_ATTEMPTS - 1 or not await self.redis.reachable():
+                    break
+                await asyncio.sleep(0.1 * 2**attempt)
+        logger.warning("could not count a turn's tokens against the quota")
 
 
 def _check_quota(scope: str, used: int, quota: int, now: float) -> None:

@@ -1,0 +1,179 @@
+"""Redis under load and faults, on a private redis-server: a pool smaller than the load, a
+restart, connections cut mid-stream, and the one degradation allowed (Redis down)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from app.auth.principal import Principal
+from app.chat.idempotency import Claim, IdempotencyStore, IdempotencyUnavailable
+from app.chat.stream_buffer import BufferedEvent, StreamBuffer
+from app.config import Settings
+from app.core.errors import ServiceUnavailable, TooManyRequests
+from app.core.redis import RedisHandle, build_redis
+from app.limits.limiter import Limits, UsageLimiter
+from tests.private_redis import PrivateRedis, private_redis
+
+TOKENS = 20
+
+
+@pytest.fixture
+def server() -> Iterator[PrivateRedis]:
+    with private_redis() as running:
+        yield running
+
+
+def _settings(server: PrivateRedis, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "redis_url": server.url,
+        "redis_prefix": f"tl-test-{uuid.uuid4().hex[:8]}:",
+        **overrides,
+    }
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def handle(server: PrivateRedis) -> AsyncIterator[RedisHandle]:
+    redis = build_redis(_settings(server, redis_max_connections=4))
+    yield redis
+    await redis.close()
+
+
+def _principal() -> Principal:
+    return Principal(uuid.uuid4(), uuid.uuid4(), "", "member", "token")
+
+
+async def _exists(_turn: uuid.UUID) -> bool:
+    return True
+
+
+def _store(redis: RedisHandle) -> IdempotencyStore:
+    return IdempotencyStore(redis, ttl_seconds=3600, running_ttl_seconds=120)
+
+
+async def _claim(store: IdempotencyStore, key: str) -> Claim | None:
+    return await store.claim(_principal(), key, "print", uuid.uuid4(), _exists)
+
+
+async def _write_stream(buffer: StreamBuffer, count: int) -> list[BufferedEvent]:
+    turn_id = uuid.uuid4()
+    writer = buffer.writer(turn_id, f"{uuid.uuid4()}:{uuid.uuid4()}")
+    for event_id in range(1, count + 1):
+        writer.append(event_id, "token", {"text": f"t{event_id}"})
+        await asyncio.sleep(0)  # as a model streams: the writer drains between tokens
+    writer.close()
+    await asyncio.wait_for(writer.task, 60)
+    assert not writer.failed
+    return await buffer.read_after(turn_id, 0, block=False)
+
+
+async def test_more_concurrent_operations_than_the_pool_holds_wait_for_a_connection(
+    server: PrivateRedis, handle: RedisHandle
+) -> None:
+    buffer, store = StreamBuffer(handle, 600), _store(handle)
+    claims, streams = await asyncio.gather(
+        asyncio.gather(*(_claim(store, f"key-{i}") for i in range(50))),
+        asyncio.gather(*(_write_stream(buffer, 5) for _ in range(50))),
+    )
+    assert all(claim is not None and claim.won for claim in claims)
+    for events in streams:
+        assert [e.event_id for e in events] == [1, 2, 3, 4, 5]
+    assert server.client_count() <= 4  # the pool's size held: the rest waited their turn
+
+
+async def test_a_claim_or_limit_check_redis_cannot_serve_in_time_is_refused_not_skipped(
+    server: PrivateRedis,
+) -> None:
+    settings = _settings(server, redis_max_connections=2, redis_pool_timeout_seconds=0.2)
+    redis = build_redis(settings)
+    limiter = UsageLimiter(redis, settings)
+    pool = redis.client.connection_pool
+    held = [await pool.get_connection() for _ in range(2)]  # type: ignore[no-untyped-call]
+    try:
+        with pytest.raises(IdempotencyUnavailable) as refused:
+            await _claim(_store(redis), "busy")
+        assert refused.value.status_code == 503
+        assert refused.value.headers == {"Retry-After": "1"}
+        with pytest.raises(ServiceUnavailable) as limited:
+            await limiter.admit(uuid.uuid4(), uuid.uuid4(), Limits(1, 1, 1, 1))
+        assert limited.value.code == "limits_unavailable"
+    finally:
+        for connection in held:
+            await pool.release(connection)
+        await redis.close()
+
+
+async def test_only_a_redis_that_is_down_lets_requests_through_unchecked(
+    server: PrivateRedis, handle: RedisHandle
+) -> None:
+    limiter = UsageLimiter(handle, _settings(server))
+    server.stop()
+    assert await _claim(_store(handle), "down") is None  # the documented degradation
+    await limiter.admit(uuid.uuid4(), uuid.uuid4(), Limits(1, 1, 1, 1))
+    assert not await handle.ping()
+
+
+@pytest.mark.parametrize("fault", ["restart", "cut_connections", "down_for_a_moment"])
+async def test_a_buffer_writer_survives_a_fault_mid_stream_and_the_buffer_ends_complete(
+    server: PrivateRedis, handle: RedisHandle, fault: str
+) -> None:
+    buffer = StreamBuffer(handle, 600)
+    turn_id = uuid.uuid4()
+    writer = buffer.writer(turn_id, f"{uuid.uuid4()}:{uuid.uuid4()}")
+    for event_id in range(1, TOKENS // 2 + 1):
+        writer.append(event_id, "token", {"text": f"t{event_id}"})
+    for _ in range(200):  # the first half has reached Redis
+        last = await buffer.last_event(turn_id)
+        if last is not None and last.event_id == TOKENS // 2:
+            break
+        await asyncio.sleep(0.01)
+    if fault == "restart":
+        server.restart()
+    elif fault == "cut_connections":
+        assert server.kill_clients() >= 1
+    else:
+        server.stop()
+    for event_id in range(TOKENS // 2 + 1, TOKENS):
+        writer.append(event_id, "token", {"text": f"t{event_id}"})
+    if fault == "down_for_a_moment":
+        await asyncio.sleep(0.5)  # the writer's attempts meet a Redis that is not there
+        server.start()
+    writer.append(TOKENS, "done", {"status": "complete"})
+    writer.close()
+    await asyncio.wait_for(writer.task, 60)
+
+    events = await buffer.read_after(turn_id, 0, block=False)
+    assert [e.event_id for e in events] == list(range(1, TOKENS + 1))
+    assert [e.data.get("text") for e in events[:-1]] == [f"t{i}" for i in range(1, TOKENS)]
+    assert events[-1].name == "done"
+    assert not writer.failed
+    assert await buffer.owner(turn_id) is not None
+
+
+async def test_the_first_operations_after_a_restart_work(
+    server: PrivateRedis, handle: RedisHandle
+) -> None:
+    settings = _settings(server)
+    limiter = UsageLimiter(handle, settings)
+    store = _store(handle)
+    await asyncio.gather(*(_claim(store, f"warm-{i}") for i in range(20)))  # a full pool
+    server.restart()
+
+    claims = await asyncio.gather(*(_claim(store, f"after-{i}") for i in range(20)))
+    assert all(claim is not None and claim.won for claim in claims)  # none ran without its key
+    assert await handle.ping()
+
+    await asyncio.gather(*(_claim(store, f"warm-again-{i}") for i in range(20)))
+    server.restart()
+    tenant_id, user_id = uuid.uuid4(), uuid.uuid4()
+    limits = Limits(user_per_min=5, tenant_per_min=0, user_tokens_per_day=0,
+                    tenant_tokens_per_day=0)  # fmt: skip
+    admitted = await asyncio.gather(
+        *(limiter.admit(tenant_id, user_id, limits) for _ in range(10)), return_exceptions=True
+    )
+    assert admitted.count(None) == 5
+    assert all(isinstance(a, TooManyRequests) for a in admitted if a is not None)
