@@ -46,6 +46,7 @@ class LeaseKeeper:
         self._sessionmaker = sessionmaker
         self._held: set[Held] = set()
         self._task: asyncio.Task[None] | None = None
+        self._renewing = False
 
     def hold(self, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> bool:
         """Start renewing the lease this process is about to take; False if this process
@@ -54,20 +55,27 @@ class LeaseKeeper:
         if key in self._held:
             return False
         self._held.add(key)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._renew_while_held())
         return True
 
     def release(self, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
         self._held.discard((kind, tenant, oid))
+        if not self._held and self._task is not None and not self._renewing:
+            self._task.cancel()  # asleep: no idle task left behind (a renewing one ends itself)
+            self._task = None
 
     async def _renew_while_held(self) -> None:
-        while self._held:  # ends with the last held document: no idle task left behind
+        while self._held:
             await asyncio.sleep(self.seconds / 3)
+            self._renewing = True
             try:
                 await self.renew()
             except Exception:  # the next renewal tries again; the lease has two more thirds
                 logger.warning("could not renew ingestion leases", exc_info=True)
+            finally:
+                self._renewing = False
 
     async def renew(self) -> None:
         """Extend every lease held now: one transaction per kind and tenant."""
