@@ -81,7 +81,7 @@ class WorkerRuntime:
         from app.ingestion.jobs import ingestion_handlers
         from app.ingestion.pipeline import IngestionDeps
         from app.ingestion.recovery import RecoveryLoop
-        from app.worker.celery_app import celery_app
+        from app.worker.celery_app import create_celery
 
         settings = self.settings
         urls = await asyncio.to_thread(resolve_database_urls, settings)
@@ -102,7 +102,7 @@ class WorkerRuntime:
         self.handlers = ingestion_handlers(self.ingestion)
         self.recovery = RecoveryLoop(
             lambda: sessions,
-            CeleryJobs(celery_app),
+            CeleryJobs(create_celery(settings)),
             interval=settings.ingestion_recovery_seconds,
             pending_grace=settings.ingestion_pending_grace_seconds,
             max_attempts=settings.ingestion_max_attempts,

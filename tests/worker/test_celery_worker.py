@@ -83,17 +83,20 @@ class Workers:
         )
         return env
 
-    def start(self, name: str, **extra: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, env: dict[str, str] | None = None, pool: str = "solo", concurrency: int = 1
+    ) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("wb")
         command = [
             sys.executable, "-m", "celery", "-A", "tests.worker.worker_app", "worker",
-            "--pool", "solo", "--concurrency", "1", "--hostname", f"{name}@threadline-test",
+            "--pool", pool, "--concurrency", str(concurrency),
+            "--hostname", f"{name}@threadline-test",
             "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO",
         ]  # fmt: skip
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=self.env(**extra),
+            env=self.env(**(env or {})),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -179,8 +182,9 @@ async def test_a_celery_worker_ingests_uploaded_documents_end_to_end_on_one_loop
     api: httpx.AsyncClient,
     db: AsyncSession,
 ) -> None:
-    worker = workers.start("solo")
-    await workers.wait_ready("solo", worker)
+    # The pool docker compose runs: tasks in threads, all on the process's one event loop.
+    worker = workers.start("threads", pool="threads", concurrency=4)
+    await workers.wait_ready("threads", worker)
     tenant = await make_tenant(db)
     admin = await login(api, await make_user(db, tenant, role="admin"))
     ids = []
@@ -206,7 +210,7 @@ async def test_a_celery_worker_ingests_uploaded_documents_end_to_end_on_one_loop
     )
     assert found.json()["items"][0]["document_id"] == str(ids[1])
     # One event loop, engine and set of batchers for the worker process, not one per task.
-    assert workers.log("solo").count("worker runtime ready") == 1, workers.log("solo")
+    assert workers.log("threads").count("worker runtime ready") == 1, workers.log("threads")
 
 
 async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_lease_lapses(
@@ -220,7 +224,7 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
         "THREADLINE_INGESTION_LEASE_SECONDS": "1.5",
         "THREADLINE_INGESTION_RECOVERY_SECONDS": "0.3",
     }
-    doomed = workers.start("doomed", THREADLINE_TEST_EMBED_DELAY="600", **lease)
+    doomed = workers.start("doomed", {"THREADLINE_TEST_EMBED_DELAY": "600", **lease})
     tenant = await make_tenant(db)
     body = " ".join(f"Paragraph {i} explains how the descaling cycle works." for i in range(200))
     async with sessionmaker() as session, session.begin():
@@ -243,7 +247,7 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
     doomed.wait(timeout=10)
     killed_at = time.monotonic()
 
-    workers.start("relief", **lease)
+    workers.start("relief", lease)
     ready = await _wait_for(
         sessionmaker, tenant.id, document.id, lambda d: d.status in ("ready", "failed"),
         WORKER_START_SECONDS + INGEST_SECONDS, "the second worker never finished the document",
