@@ -17,7 +17,7 @@ import os
 import secrets
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -44,7 +44,8 @@ class LeaseKeeper:
         self.owner = process_owner()
         self.seconds = seconds
         self._sessionmaker = sessionmaker
-        self._held: set[Held] = set()
+        self._held: dict[Held, bool] = {}
+        """Documents this process has a job for; True once the claim is taken."""
         self._task: asyncio.Task[None] | None = None
         self._renewing = False
 
@@ -54,14 +55,20 @@ class LeaseKeeper:
         key = (kind, tenant, oid)
         if key in self._held:
             return False
-        self._held.add(key)
+        self._held[key] = False
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
             self._task = loop.create_task(self._renew_while_held())
         return True
 
+    def claimed(self, kind: Kind, tenant: uuid.UUID, ids: Iterable[uuid.UUID]) -> None:
+        """The claims on these documents were taken: their leases are renewed from now on."""
+        for oid in ids:
+            if (kind, tenant, oid) in self._held:
+                self._held[(kind, tenant, oid)] = True
+
     def release(self, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
-        self._held.discard((kind, tenant, oid))
+        self._held.pop((kind, tenant, oid), None)
         if not self._held and self._task is not None and not self._renewing:
             self._task.cancel()  # asleep: no idle task left behind (a renewing one ends itself)
             self._task = None
@@ -80,8 +87,9 @@ class LeaseKeeper:
     async def renew(self) -> None:
         """Extend every lease held now: one transaction per kind and tenant."""
         groups: dict[tuple[Kind, uuid.UUID], list[uuid.UUID]] = {}
-        for kind, tenant, oid in list(self._held):
-            groups.setdefault((kind, tenant), []).append(oid)
+        for (kind, tenant, oid), taken in list(self._held.items()):
+            if taken:  # a job still waiting for its claim has no lease to renew yet
+                groups.setdefault((kind, tenant), []).append(oid)
         for (kind, tenant), ids in groups.items():
             async with self._sessionmaker()() as db, db.begin():
                 db.info[TENANT] = tenant

@@ -261,6 +261,7 @@ async def _claim_together(
             rows = await IngestionRepository(db, kind, tenant).claim(
                 [c.oid for c in group], deps.leases.owner, deps.lease_seconds, deps.max_attempts
             )
+        deps.leases.claimed(kind, tenant, rows)
         found.update({_Claim(tenant, oid): row for oid, row in rows.items()})
     return [found.get(claim) for claim in claims]
 
