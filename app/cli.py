@@ -278,8 +278,11 @@ async def _ingest_files(
         pii_anonymize=settings.pii_anonymize,
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
+        lease_seconds=settings.ingestion_lease_seconds,
+        max_attempts=settings.ingestion_max_attempts,
     )
-    counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0}
+    # skipped: taken over by a server's recovery meanwhile (this process looked stalled)
+    counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0, "skipped": 0}
     try:
         async with sessions() as db, db.begin():
             await check_embedding_space(db, deps.embedder)

@@ -57,6 +57,14 @@ class Settings(BaseSettings):
     redis_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long an operation waits for a free pooled connection before it fails."""
     celery_broker_url: str | None = Field(default=None, validation_alias=_env("CELERY_BROKER_URL"))
+    ingestion_lease_seconds: float = Field(default=60, gt=0)
+    """How long a claim on a document holds unless renewed (renewed every third of it)."""
+    ingestion_recovery_seconds: float = Field(default=30, gt=0)
+    """Interval of the scan that re-queues lost ingestions (also run once at start-up)."""
+    ingestion_pending_grace_seconds: float = Field(default=300, ge=0)
+    """How long a `pending` document may wait for its job before it counts as lost."""
+    ingestion_max_attempts: int = Field(default=3, ge=1)
+    """Runs a document may be taken by before an interrupted one ends `failed`."""
 
     # --- Auth ------------------------------------------------------------------------------
     jwt_secret: SecretStr | None = None

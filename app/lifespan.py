@@ -31,6 +31,7 @@ from app.graph.context import TurnContext
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.pipeline import IngestionDeps
+from app.ingestion.recovery import RecoveryLoop
 from app.llm.providers import build_responder
 from app.observability.tracing import build_tracing
 from app.retention.schedule import RetentionScheduler
@@ -84,12 +85,16 @@ async def build_resources(settings: Settings) -> Resources:
         pii_anonymize=settings.pii_anonymize,
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
+        lease_seconds=settings.ingestion_lease_seconds,
+        max_attempts=settings.ingestion_max_attempts,
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread
     jobs: InProcessJobs | CeleryJobs
     if settings.celery_broker_url:
-        jobs = CeleryJobs()
+        from app.worker.celery_app import create_celery
+
+        jobs = CeleryJobs(create_celery(settings))
     else:
         jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
     guards = ChatGuards.build(redis, settings)
@@ -130,6 +135,17 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if not settings.celery_broker_url:
         retention = RetentionScheduler(resources, settings.retention_sweep_seconds)
         retention.start()
+    # Ingestions lost by a process that stopped are queued again, now and periodically. On
+    # the engine's own sessions: a scan never shares a connection with a request.
+    sessionmaker = resources.sessionmaker
+    recovery = RecoveryLoop(
+        lambda: sessionmaker,
+        resources.jobs,
+        interval=settings.ingestion_recovery_seconds,
+        pending_grace=settings.ingestion_pending_grace_seconds,
+        max_attempts=settings.ingestion_max_attempts,
+    )
+    recovery.start()
     logger.info(
         "threadline started",
         extra={
@@ -141,6 +157,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        await recovery.stop()
         if retention is not None:
             await retention.stop()
         await release_resources(resources)

@@ -84,10 +84,17 @@ class InProcessJobs:
 class CeleryJobs:
     """Publishes jobs to the Celery broker; workers run them (app.worker.tasks)."""
 
-    def submit(self, job: Job) -> None:
-        from app.worker.celery_app import celery_app
+    def __init__(self, app: Any = None) -> None:
+        """`app`: the Celery application to publish through (default: the worker's, whose
+        broker comes from the environment)."""
+        self.app = app
 
-        celery_app.send_task(job.name, kwargs=job.kwargs)
+    def submit(self, job: Job) -> None:
+        if self.app is None:
+            from app.worker.celery_app import celery_app
+
+            self.app = celery_app
+        self.app.send_task(job.name, kwargs=job.kwargs)
 
     async def drain(self) -> None:
         return None

@@ -9,6 +9,10 @@ Ingestions running at the same time share the expensive steps: their chunks go t
 embedder together, and their claim and their index write are one transaction for all of
 them (per tenant). On a machine where the model takes the CPU, every statement a document
 does not send is time the model gets back (bench/ingestion.py).
+
+The claim takes a lease, renewed while the document is processed (`leases`); the store
+and the failure record clear it, and write only while this process still holds it. A
+document whose process died is taken over once its lease lapses (`recovery`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from app.embeddings.base import Embedder
 from app.embeddings.batching import CoalescingEmbedder
 from app.ingestion.chunking import Chunk, chunk_text
 from app.ingestion.extract import PDF, ExtractionError, extract_text
-from app.ingestion.repository import IngestionRepository, Kind, NewChunk
+from app.ingestion.leases import LeaseKeeper
+from app.ingestion.repository import CLEARED_CLAIM, IngestionRepository, Kind, NewChunk
 from app.ingestion.safety import neutralise_instructions
 from app.privacy.pii import anonymize
 
@@ -65,16 +70,22 @@ class IngestionDeps:
     chunk_overlap: int = 60
     retry_delay: float = 1.0
     """Seconds before the second attempt after a transient failure; doubled each time."""
+    lease_seconds: float = 60.0
+    """How long a claim holds unless renewed (it is renewed every third of it)."""
+    max_attempts: int = 3
+    """Claims a document may take; past them, an interrupted one is not claimed again."""
+    leases: LeaseKeeper = field(init=False)
     batches: CoalescingEmbedder = field(init=False)
     """Chunks of documents ingested concurrently share the embedder's batches."""
     claims: dict[Kind, Coalescer[_Claim, tuple[bytes | None, str] | None]] = field(init=False)
-    stores: dict[Kind, Coalescer[_Indexed, bool]] = field(init=False)
+    stores: dict[Kind, Coalescer[_Indexed, str]] = field(init=False)
     """Documents ingested concurrently share their claim and index-write transactions; a
     batch that fails is retried document by document, so one bad document fails alone.
     One of each per kind: an attachment a user waits for never queues behind a bulk load."""
 
     def __post_init__(self) -> None:
         self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)
+        self.leases = LeaseKeeper(lambda: self.sessionmaker, self.lease_seconds)
         kinds: tuple[Kind, ...] = ("kb", "attachment")
         self.claims = {
             kind: Coalescer(
@@ -107,6 +118,13 @@ class _Deleted(Exception):
     """The document was deleted while it was being ingested."""
 
 
+class _NotClaimed(Exception):
+    """Ready, failed, gone, or in another process's hands: nothing for this job to do."""
+
+
+SKIPPED = "skipped"
+
+
 async def _set(
     deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, **values: Any
 ) -> None:
@@ -115,16 +133,37 @@ async def _set(
         await IngestionRepository(db, kind, tenant).set(oid, **values)
 
 
+async def _fail(
+    deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, error: str
+) -> None:
+    async with deps.sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant
+        await IngestionRepository(db, kind, tenant).fail(oid, deps.leases.owner, error)
+
+
 async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> str:
-    """Run the pipeline with retries on transient errors; returns the final status."""
+    """Run the pipeline with retries on transient errors; returns the final status, or
+    `skipped` when the document was not this job's to ingest (already done, or held by
+    another live process: a duplicate or late job is harmless)."""
+    if not deps.leases.hold(kind, tenant, oid):
+        return SKIPPED
+    try:
+        return await _attempts(deps, kind, tenant, oid)
+    finally:
+        deps.leases.release(kind, tenant, oid)
+
+
+async def _attempts(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> str:
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             await _ingest_once(deps, kind, tenant, oid)
             return "ready"
         except _Deleted:
             return "deleted"
+        except _NotClaimed:
+            return SKIPPED
         except _Failed as exc:
-            await _set(deps, kind, tenant, oid, status="failed", error=str(exc), progress=1.0)
+            await _fail(deps, kind, tenant, oid, str(exc))
             return "failed"
         except Exception as exc:  # transient (database, embedder endpoint): try again
             logger.warning(
@@ -134,7 +173,7 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
             )
             if attempt == MAX_ATTEMPTS:
                 message = f"Ingestion failed after {attempt} attempts: {type(exc).__name__}"
-                await _set(deps, kind, tenant, oid, status="failed", error=message, progress=1.0)
+                await _fail(deps, kind, tenant, oid, message)
                 return "failed"
             await asyncio.sleep(deps.retry_delay * 2 ** (attempt - 1))
     return "failed"
@@ -143,7 +182,7 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
 async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
     claimed = await deps.claims[kind].submit(_Claim(tenant, oid))
     if claimed is None:
-        raise _Deleted
+        raise _NotClaimed
     source, content_type = claimed
     if source is None:
         raise _Failed("The file is missing.")
@@ -193,8 +232,11 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     }
     if kind == "attachment":
         values["text"] = text
-    if not await deps.stores[kind].submit(_Indexed(tenant, oid, chunks, vectors, values)):
+    stored = await deps.stores[kind].submit(_Indexed(tenant, oid, chunks, vectors, values))
+    if stored == _GONE:
         raise _Deleted  # deleted while it was being ingested
+    if stored == _TAKEN_OVER:
+        raise _NotClaimed  # this process's lease lapsed; the one that took it over stores it
 
 
 Keyed = TypeVar("Keyed", _Claim, _Indexed)
@@ -210,32 +252,45 @@ def _by_tenant(items: list[Keyed]) -> dict[uuid.UUID, list[Keyed]]:
 async def _claim_together(
     deps: IngestionDeps, kind: Kind, claims: list[_Claim]
 ) -> list[tuple[bytes | None, str] | None]:
-    """Mark the documents `processing`: one transaction per tenant. None for a deleted one."""
+    """Mark the documents `processing` under this process's lease: one transaction per
+    tenant. None for one not claimed (see `IngestionRepository.claim`)."""
     found: dict[_Claim, tuple[bytes | None, str]] = {}
     for tenant, group in _by_tenant(claims).items():
         async with deps.sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant
-            rows = await IngestionRepository(db, kind, tenant).claim([c.oid for c in group])
+            rows = await IngestionRepository(db, kind, tenant).claim(
+                [c.oid for c in group], deps.leases.owner, deps.lease_seconds, deps.max_attempts
+            )
+        deps.leases.claimed(kind, tenant, rows)
         found.update({_Claim(tenant, oid): row for oid, row in rows.items()})
     return [found.get(claim) for claim in claims]
 
 
-async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]) -> list[bool]:
-    """Index the documents' chunks and mark them ready: one transaction per tenant. False
-    for a document deleted in the meantime (its chunks are not written)."""
-    stored: set[tuple[uuid.UUID, uuid.UUID]] = set()
+_STORED, _GONE, _TAKEN_OVER = "stored", "gone", "taken over"
+
+
+async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]) -> list[str]:
+    """Index the documents' chunks, mark them ready and clear their claims: one transaction
+    per tenant. Only documents this process still holds are written: not one deleted in
+    the meantime (`gone`) nor one another process took over after this one's lease lapsed."""
+    outcome: dict[tuple[uuid.UUID, uuid.UUID], str] = {}
     for tenant, group in _by_tenant(items).items():
         latest = {item.oid: item for item in group}  # the same document twice: the last wins
         async with deps.sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant
             repository = IngestionRepository(db, kind, tenant)
-            present = await repository.lock_present(list(latest))
-            if present:
-                chunks = [chunk for oid in present for chunk in _new_chunks(latest[oid])]
-                await repository.replace_chunks(present, chunks)
-                await repository.update_each([{"id": oid, **latest[oid].values} for oid in present])
-        stored.update((tenant, oid) for oid in present)
-    return [(item.tenant, item.oid) in stored for item in items]
+            holders = await repository.lock_present(list(latest))
+            mine = [oid for oid, owner in holders.items() if owner == deps.leases.owner]
+            if mine:
+                chunks = [chunk for oid in mine for chunk in _new_chunks(latest[oid])]
+                await repository.replace_chunks(mine, chunks)
+                await repository.update_each(
+                    [{"id": oid, **latest[oid].values, **CLEARED_CLAIM} for oid in mine]
+                )
+        for oid in latest:
+            held = oid in holders
+            outcome[(tenant, oid)] = _STORED if oid in mine else _TAKEN_OVER if held else _GONE
+    return [outcome[(item.tenant, item.oid)] for item in items]
 
 
 def _new_chunks(indexed: _Indexed) -> list[NewChunk]:

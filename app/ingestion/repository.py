@@ -10,10 +10,27 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Integer, Text, any_, bindparam, cast, delete, func, insert, select, update
+from sqlalchemy import (
+    Integer,
+    Interval,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -43,6 +60,35 @@ def _ids(values: Sequence[uuid.UUID]) -> Any:
     return any_(bindparam("ids", list(values), type_=ARRAY(UUID(as_uuid=True))))
 
 
+def _seconds(name: str, seconds: float) -> Any:
+    return bindparam(name, timedelta(seconds=seconds), type_=Interval())
+
+
+def _lapsed(model: Any) -> Any:
+    """A claim nobody renewed in time (or a row claimed before leases existed)."""
+    return or_(model.lease_expires_at.is_(None), model.lease_expires_at < func.clock_timestamp())
+
+
+def due(model: Any, pending_grace: float) -> Any:
+    """Documents whose ingestion was lost: `pending` with no claim for longer than the grace
+    (its job vanished with a process or a broker), or `processing` under a lapsed lease (its
+    process died or hung)."""
+    return and_(
+        model.status.in_(("pending", "processing")),  # the partial index's predicate
+        or_(
+            and_(
+                model.status == "pending",
+                model.updated_at < func.clock_timestamp() - _seconds("grace", pending_grace),
+            ),
+            and_(model.status == "processing", _lapsed(model)),
+        ),
+    )
+
+
+CLEARED_CLAIM: dict[str, Any] = {"claimed_by": None, "lease_expires_at": None, "attempts": 0}
+"""A document's claim columns once it is ready or failed: nobody holds it, nothing counts."""
+
+
 class IngestionRepository:
     def __init__(self, session: AsyncSession, kind: Kind, tenant_id: uuid.UUID) -> None:
         self.session = session
@@ -51,29 +97,117 @@ class IngestionRepository:
         self.chunk_model: Any = KbChunk if kind == "kb" else AttachmentChunk
         self.parent: Any = KbChunk.document_id if kind == "kb" else AttachmentChunk.attachment_id
 
-    async def claim(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[bytes | None, str]]:
-        """Mark the documents `processing`; each one still there, with its file and type."""
+    async def claim(
+        self, ids: Sequence[uuid.UUID], owner: str, lease_seconds: float, max_attempts: int
+    ) -> dict[uuid.UUID, tuple[bytes | None, str]]:
+        """Mark the documents `processing` under `owner`'s lease; each one claimed, with its
+        file and type. Claimable: `pending`, already `owner`'s (a retry), or `processing`
+        under a lapsed lease with attempts left. A document that is ready, failed, gone or
+        in another live process's hands is not returned."""
         model = self.model
+        mine = model.claimed_by == owner
+        claimable = or_(
+            model.status == "pending",
+            and_(
+                model.status == "processing",
+                or_(mine, and_(_lapsed(model), model.attempts < max_attempts)),
+            ),
+        )
         rows = await self.session.execute(
             update(model)
-            .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
-            .values(status="processing", progress=0.05, error=None)
+            .where(model.tenant_id == self.tenant_id, model.id == _ids(ids), claimable)
+            .values(
+                status="processing",
+                progress=0.05,
+                error=None,
+                claimed_by=owner,
+                lease_expires_at=func.clock_timestamp() + _seconds("lease", lease_seconds),
+                # A retry of this owner is the same run; any other claim is a new one.
+                attempts=model.attempts + case((mine, 0), else_=1),
+            )
             .returning(model.id, model.source, model.content_type)
             .execution_options(synchronize_session=False)
         )
         return {oid: (source, content_type) for oid, source, content_type in rows}
 
-    async def lock_present(self, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-        """Lock the documents still there (in id order: concurrent writers queue, never
-        deadlock), so none is deleted between indexing its chunks and marking it ready."""
+    async def renew(
+        self, ids: Sequence[uuid.UUID], owner: str, lease_seconds: float
+    ) -> set[uuid.UUID]:
+        """Extend `owner`'s leases on these documents; the ids it still holds."""
         model = self.model
         rows = await self.session.scalars(
-            select(model.id)
+            update(model)
+            .where(
+                model.tenant_id == self.tenant_id,
+                model.id == _ids(ids),
+                model.status == "processing",
+                model.claimed_by == owner,
+            )
+            .values(lease_expires_at=func.clock_timestamp() + _seconds("lease", lease_seconds))
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        return set(rows)
+
+    async def lock_present(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+        """Lock the documents still there (in id order: concurrent writers queue, never
+        deadlock), so none is deleted between indexing its chunks and marking it ready;
+        each with the process that holds its claim now."""
+        model = self.model
+        rows = await self.session.execute(
+            select(model.id, model.claimed_by)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
             .order_by(model.id)
             .with_for_update()
         )
-        return list(rows)
+        return {oid: owner for oid, owner in rows}
+
+    async def fail(self, oid: uuid.UUID, owner: str, error: str) -> None:
+        """Record a failure, unless another process has taken the document over."""
+        model = self.model
+        await self.session.execute(
+            update(model)
+            .where(
+                model.tenant_id == self.tenant_id,
+                model.id == oid,
+                or_(model.claimed_by == owner, model.claimed_by.is_(None)),
+            )
+            .values(status="failed", error=error, progress=1.0, **CLEARED_CLAIM)
+            .execution_options(synchronize_session=False)
+        )
+
+    async def requeue(
+        self, ids: Sequence[uuid.UUID], pending_grace: float, max_attempts: int
+    ) -> dict[uuid.UUID, str]:
+        """Put lost documents back in the queue (`pending`, unclaimed, the grace restarted),
+        or, for one interrupted `max_attempts` times, end it `failed` with a reason. Only
+        documents still lost are touched, so of several processes scanning at once, one
+        re-queues each. Returns each touched document's new status."""
+        model = self.model
+        exhausted = and_(model.status == "processing", model.attempts >= max_attempts)
+        message = (
+            literal("Ingestion was interrupted ")
+            + cast(model.attempts, Text)
+            + literal(
+                " times (the process running it stopped each time); upload it again to retry."
+            )
+        )
+        rows = await self.session.execute(
+            update(model)
+            .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
+            .where(due(model, pending_grace))
+            .values(
+                status=case((exhausted, "failed"), else_="pending"),
+                error=case((exhausted, message), else_=None),
+                progress=case((exhausted, 1.0), else_=0.0),
+                attempts=case((exhausted, 0), else_=model.attempts),
+                claimed_by=None,
+                lease_expires_at=None,
+            )
+            .returning(model.id, model.status)
+            .execution_options(synchronize_session=False)
+        )
+        return {oid: status for oid, status in rows}
 
     async def replace_chunks(self, ids: Sequence[uuid.UUID], chunks: Sequence[NewChunk]) -> None:
         """Whatever an earlier attempt wrote goes; the new chunks come in one INSERT per
@@ -141,3 +275,23 @@ class IngestionRepository:
             .values(**values)
             .execution_options(synchronize_session=False)
         )
+
+
+async def lost_documents(
+    session: AsyncSession, pending_grace: float, limit: int
+) -> list[tuple[Kind, uuid.UUID, uuid.UUID]]:
+    """(kind, tenant, id) of lost ingestions in every tenant, oldest first. Run with the
+    maintenance door open (migration 0017): it shows in-flight rows of all tenants."""
+    found: list[tuple[Kind, uuid.UUID, uuid.UUID]] = []
+    kinds: tuple[tuple[Kind, Any], ...] = (("attachment", Attachment), ("kb", KbDocument))
+    for kind, model in kinds:  # attachments first: a user is waiting for them
+        rows = await session.execute(
+            select(model.tenant_id, model.id)
+            .where(due(model, pending_grace))
+            .order_by(model.updated_at)
+            .limit(limit - len(found))
+        )
+        found += [(kind, tenant, oid) for tenant, oid in rows]
+        if len(found) >= limit:
+            break
+    return found

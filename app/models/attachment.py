@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Index, Text, UniqueConstraint
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
-from app.models._document import DOCUMENT_STATUS_CHECK, DocumentColumns
+from app.models._document import DOCUMENT_STATUS_CHECK, IN_FLIGHT, DocumentColumns
 
 
 class Attachment(TenantOwned, DocumentColumns, Timestamped, Base):
@@ -26,3 +27,7 @@ class Attachment(TenantOwned, DocumentColumns, Timestamped, Base):
     user_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     text: Mapped[str | None] = mapped_column(Text)
     """Extracted, sanitised text."""
+
+
+# The ingestion recovery scans only in-flight rows (migration 0017).
+Index("ix_attachments_in_flight", Attachment.lease_expires_at, postgresql_where=sql_text(IN_FLIGHT))

@@ -4,11 +4,12 @@ import uuid
 from typing import Any
 
 from sqlalchemy import CheckConstraint, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
-from app.models._document import DOCUMENT_STATUS_CHECK, DocumentColumns
+from app.models._document import DOCUMENT_STATUS_CHECK, IN_FLIGHT, DocumentColumns
 
 
 class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
@@ -30,3 +31,9 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
         "metadata", JSONB, default=dict, server_default="{}"
     )
     created_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+
+
+# The ingestion recovery scans only in-flight rows (migration 0017).
+Index(
+    "ix_kb_documents_in_flight", KbDocument.lease_expires_at, postgresql_where=sql_text(IN_FLIGHT)
+)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from celery import Celery
 
-from app.config import get_settings
+from app.config import Settings, get_settings
 
 TASK_MODULES: list[str] = ["app.worker.tasks", "app.retention.tasks"]
 
 
-def create_celery() -> Celery:
-    settings = get_settings()
+def create_celery(settings: Settings | None = None) -> Celery:
+    settings = settings or get_settings()
     broker = settings.celery_broker_url or settings.redis_url or "memory://"
     app = Celery("threadline", broker=broker, include=TASK_MODULES)
     app.conf.update(

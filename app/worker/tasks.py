@@ -1,11 +1,24 @@
-"""Worker tasks: the same jobs the in-process runner runs, in a Celery worker."""
+"""Worker tasks: the same jobs the in-process runner runs, in a Celery worker.
+
+Each runs on its worker process's long-lived event loop (`app.worker.runtime`), so
+concurrent tasks share the ingestion pipeline's batches and one engine.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import logging
+import threading
+from typing import Any
+
+from celery.concurrency.prefork import TaskPool as PreforkPool
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
+from celery.signals import worker_shutdown as worker_stopping
 
 from app.ingestion.jobs import INGEST
 from app.worker.celery_app import celery_app
+from app.worker.runtime import close_worker_runtime, worker_runtime
+
+logger = logging.getLogger(__name__)
 
 
 @celery_app.task(name="threadline.ping")
@@ -16,35 +29,42 @@ def ping() -> str:
 
 @celery_app.task(name=INGEST, acks_late=True)
 def ingest(kind: str, tenant_id: str, object_id: str) -> str:
-    """Ingest one document or attachment (retries inside the pipeline)."""
-    return asyncio.run(_ingest(kind, tenant_id, object_id))
+    """Ingest one document or attachment (retries inside the pipeline). `skipped` when it
+    was not this task's to do: already ingested, or held by another live process."""
+    runtime = worker_runtime()
+    handler = runtime.handlers[INGEST]
+
+    async def run() -> str:
+        return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
+
+    return runtime.run(run())
 
 
-async def _ingest(kind: str, tenant_id: str, object_id: str) -> str:
-    from app.config import get_settings
-    from app.core.database_urls import resolve_database_urls
-    from app.core.db import create_engine, create_sessionmaker
-    from app.embeddings.factory import build_embedder
-    from app.embeddings.space import check_embedding_space
-    from app.ingestion.jobs import ingestion_handlers
-    from app.ingestion.pipeline import IngestionDeps
+def _build_in_background() -> None:
+    # Loading a model can outlast Celery's start-up timeouts; a task waits for it instead.
+    threading.Thread(target=_build, name="threadline-worker-start", daemon=True).start()
 
-    settings = get_settings()
-    engine = create_engine(resolve_database_urls(settings).app, pool_size=2, max_overflow=0)
+
+def _build() -> None:
     try:
-        sessions = create_sessionmaker(engine)
-        embedder = build_embedder(settings)
-        async with sessions() as db, db.begin():
-            await check_embedding_space(db, embedder)  # never mix vectors of two models
-        deps = IngestionDeps(
-            sessionmaker=sessions,
-            embedder=embedder,
-            pii_anonymize=settings.pii_anonymize,
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap_tokens,
-        )
-        handler = ingestion_handlers(deps)[INGEST]
-        result: str = await handler(kind=kind, tenant_id=tenant_id, object_id=object_id)
-        return result
-    finally:
-        await engine.dispose()
+        worker_runtime()
+    except Exception:  # the first task tries again, and says why
+        logger.exception("worker runtime could not be built")
+
+
+@worker_process_init.connect
+def _start_child(**_: Any) -> None:
+    _build_in_background()  # a prefork child: its loop, engine and recovery
+
+
+@worker_ready.connect
+def _start_worker(sender: Any = None, **_: Any) -> None:
+    # The solo and threads pools run tasks in this process; prefork children have their own.
+    if not isinstance(getattr(sender, "pool", None), PreforkPool):
+        _build_in_background()
+
+
+@worker_process_shutdown.connect
+@worker_stopping.connect
+def _stop(**_: Any) -> None:
+    close_worker_runtime()

@@ -1,0 +1,145 @@
+"""What a Celery worker process keeps for its whole life: one event loop, one engine.
+
+Celery tasks are synchronous; `asyncio.run` per task would build an engine, a loop and the
+pipeline's batchers for every document and throw them away, so nothing would ever be
+shared. Instead each worker process runs one event loop in a daemon thread, with one
+engine and one `IngestionDeps`, and each task hands its coroutine to that loop and waits.
+Tasks running at the same time (the `threads` pool, or several processes' worth of
+concurrency in one) then share the embedder's calls and the claim and index-write
+transactions exactly as in an API process (docs/adr/0014, 0017).
+
+The same loop runs the ingestion recovery (`app.ingestion.recovery`): at start-up and then
+periodically it queues lost ingestions again, through the broker.
+
+Built in the process that runs tasks: a prefork child (`worker_process_init`), or the
+worker's own process for the solo and threads pools (`worker_ready`). A process forked
+from one that had a runtime builds its own (the pid is checked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from app.config import Settings, get_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from app.ingestion.pipeline import IngestionDeps
+    from app.ingestion.recovery import RecoveryLoop
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONNECTIONS = 4
+"""Concurrent documents share transactions: a few connections serve many of them."""
+
+
+class WorkerRuntime:
+    engine: AsyncEngine
+    ingestion: IngestionDeps
+    handlers: dict[str, Callable[..., Awaitable[Any]]]
+    recovery: RecoveryLoop
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="threadline-worker-loop", daemon=True
+        )
+        self._thread.start()
+        try:
+            self.run(self._open())
+        except BaseException:  # PostgreSQL away at start: the next task builds afresh
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+            raise
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` on the process's loop; block the calling thread until it ends."""
+        return self.submit(coroutine).result()
+
+    async def _open(self) -> None:
+        from app.core.database_urls import resolve_database_urls
+        from app.core.db import create_engine, create_sessionmaker
+        from app.core.jobs import CeleryJobs
+        from app.embeddings import factory
+        from app.embeddings.space import check_embedding_space
+        from app.ingestion.jobs import ingestion_handlers
+        from app.ingestion.pipeline import IngestionDeps
+        from app.ingestion.recovery import RecoveryLoop
+        from app.worker.celery_app import create_celery
+
+        settings = self.settings
+        urls = await asyncio.to_thread(resolve_database_urls, settings)
+        self.engine = create_engine(urls.app, pool_size=CONNECTIONS, max_overflow=CONNECTIONS)
+        sessions = create_sessionmaker(self.engine)
+        embedder = factory.build_embedder(settings)
+        async with sessions() as db, db.begin():
+            await check_embedding_space(db, embedder)  # never mix vectors of two models
+        self.ingestion = IngestionDeps(
+            sessionmaker=sessions,
+            embedder=embedder,
+            pii_anonymize=settings.pii_anonymize,
+            chunk_tokens=settings.chunk_tokens,
+            chunk_overlap=settings.chunk_overlap_tokens,
+            lease_seconds=settings.ingestion_lease_seconds,
+            max_attempts=settings.ingestion_max_attempts,
+        )
+        self.handlers = ingestion_handlers(self.ingestion)
+        self.recovery = RecoveryLoop(
+            lambda: sessions,
+            CeleryJobs(create_celery(settings)),
+            interval=settings.ingestion_recovery_seconds,
+            pending_grace=settings.ingestion_pending_grace_seconds,
+            max_attempts=settings.ingestion_max_attempts,
+        )
+        self.recovery.start()
+
+    def close(self) -> None:
+        """Stop the recovery, close the connections and the loop (worker shutdown)."""
+
+        async def _close() -> None:
+            await self.recovery.stop()
+            await self.engine.dispose()
+
+        try:
+            self.submit(_close()).result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+
+
+_lock = threading.Lock()
+_runtime: WorkerRuntime | None = None
+
+
+def worker_runtime() -> WorkerRuntime:
+    """This process's runtime, built on first use."""
+    global _runtime
+    with _lock:
+        if _runtime is None or _runtime.pid != os.getpid():
+            _runtime = WorkerRuntime(get_settings())
+            logger.info("worker runtime ready", extra={"owner": _runtime.ingestion.leases.owner})
+        return _runtime
+
+
+def close_worker_runtime() -> None:
+    global _runtime
+    with _lock:
+        if _runtime is not None and _runtime.pid == os.getpid():
+            _runtime.close()
+        _runtime = None

@@ -1,0 +1,261 @@
+"""Ingestion jobs are durable: the document row is the queue of record. A job lost with its
+process is queued again by the recovery (at start-up and periodically), a claim is a lease
+renewed while the document is processed, and a document that keeps killing its workers
+ends `failed` instead of being retried for ever."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.core.db import TENANT
+from app.core.jobs import Job
+from app.ingestion.pipeline import IngestionDeps, ingest
+from app.ingestion.recovery import recover
+from app.ingestion.uploads import from_bytes
+from app.knowledge.service import add_document
+from app.main import create_app
+from app.models import Attachment, KbChunk, KbDocument
+from tests.factories import make_tenant, make_user
+from tests.knowledge.test_ingestion_batches import GatedEmbedder
+
+pytestmark = pytest.mark.committed
+
+LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
+DEAD = "gone-host:4242:deadbeef"  # a process that claimed documents, then died
+
+
+class Recorder:
+    """A job runner that only records what it is given."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+
+    def submit(self, job: Job) -> None:
+        self.jobs.append(job)
+
+
+async def _add(
+    sessionmaker: async_sessionmaker[AsyncSession], tenant: uuid.UUID, body: str, **columns: Any
+) -> uuid.UUID:
+    """A knowledge-base document with no job, its columns then set as a lost one left them."""
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant
+        document, _ = await add_document(
+            db, tenant, from_bytes(body.encode(), "doc.txt"), title=None, external_id=None,
+            metadata={}, created_by=None, enqueue=False,
+        )  # fmt: skip
+        if columns:
+            await db.execute(
+                update(KbDocument).where(KbDocument.id == document.id).values(**columns)
+            )
+    return document.id
+
+
+async def _rows(
+    sessionmaker: async_sessionmaker[AsyncSession], model: Any, tenant: uuid.UUID
+) -> dict[uuid.UUID, Any]:
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant
+        rows = await db.execute(
+            select(
+                model.id, model.status, model.error, model.claimed_by, model.attempts,
+                model.lease_expires_at,
+            )
+        )  # fmt: skip
+        return {row.id: row for row in rows}
+
+
+async def _wait_until(check: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_ingestions_lost_by_a_restart_are_recovered_when_the_app_starts(
+    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    lost = {
+        # queued, but the process holding the job restarted: pending for an hour
+        await _add(sessionmaker, tenant.id, "Queued before the restart.", updated_at=LONG_AGO),
+        # claimed by a process that died: its lease lapsed
+        await _add(
+            sessionmaker,
+            tenant.id,
+            "Half way when the process died.",
+            status="processing",
+            claimed_by=DEAD,
+            lease_expires_at=LONG_AGO,
+            attempts=1,
+        ),
+        # processing since before leases existed (migration 0017): nobody holds it
+        await _add(sessionmaker, tenant.id, "Stuck since the upgrade.", status="processing"),
+    }
+    alive = {
+        # just queued by a live process: its job is about to start
+        await _add(sessionmaker, tenant.id, "Queued a moment ago."),
+        # held by a live process whose lease runs
+        await _add(
+            sessionmaker,
+            tenant.id,
+            "Being ingested elsewhere.",
+            status="processing",
+            claimed_by="live-host:1:cafe",
+            lease_expires_at=datetime.now(UTC) + timedelta(hours=1),
+            attempts=1,
+        ),
+    }
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        attachment = Attachment(
+            tenant_id=tenant.id, user_id=user.id, content_hash="a" * 64, content_type="text/plain",
+            source=b"An attachment whose worker died.", status="processing", claimed_by=DEAD,
+            lease_expires_at=LONG_AGO, attempts=1,
+        )  # fmt: skip
+        session.add(attachment)
+
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+
+        async def recovered() -> bool:
+            documents = await _rows(sessionmaker, KbDocument, tenant.id)
+            attachments = await _rows(sessionmaker, Attachment, tenant.id)
+            return all(documents[oid].status == "ready" for oid in lost) and (
+                attachments[attachment.id].status == "ready"
+            )
+
+        await _wait_until(recovered)
+        await application.state.resources.jobs.drain()
+
+    documents = await _rows(sessionmaker, KbDocument, tenant.id)
+    for oid in lost:
+        assert (documents[oid].claimed_by, documents[oid].attempts) == (None, 0)
+    assert {documents[oid].status for oid in alive} == {"pending", "processing"}
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        chunked = set(await session.scalars(select(KbChunk.document_id).distinct()))
+        text = await session.scalar(select(Attachment.text).where(Attachment.id == attachment.id))
+    assert chunked == lost
+    assert text == "An attachment whose worker died."
+
+
+async def test_a_document_that_keeps_killing_its_workers_ends_failed(
+    sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    poison = await _add(
+        sessionmaker, tenant.id, "Every worker dies on this one.", status="processing",
+        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=3,
+    )  # fmt: skip
+    retried = await _add(
+        sessionmaker, tenant.id, "Interrupted once.", status="processing",
+        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=2,
+    )  # fmt: skip
+    runner = Recorder()
+
+    recovered = await recover(sessionmaker, runner, pending_grace=300, max_attempts=3)
+
+    assert [job.kwargs["object_id"] for job in runner.jobs] == [str(retried)]
+    assert [oid for _, _, oid in recovered.failed] == [poison]
+    documents = await _rows(sessionmaker, KbDocument, tenant.id)
+    assert documents[poison].status == "failed"
+    assert documents[poison].error == (
+        "Ingestion was interrupted 3 times (the process running it stopped each time); "
+        "upload it again to retry."
+    )
+    assert (documents[poison].claimed_by, documents[poison].attempts) == (None, 0)
+    assert (documents[retried].status, documents[retried].claimed_by) == ("pending", None)
+    assert documents[retried].attempts == 2  # the run it is queued for will be the third
+
+    # Nor does a late or duplicate job claim an exhausted document behind the scan's back.
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        await session.execute(
+            update(KbDocument)
+            .where(KbDocument.id == retried)
+            .values(status="processing", claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=3)
+        )
+    deps = IngestionDeps(sessionmaker=sessionmaker, embedder=GatedEmbedder(), pii_anonymize=False)
+    assert await ingest(deps, "kb", tenant.id, retried) == "skipped"
+
+
+async def test_processes_scanning_at_once_queue_a_lost_document_once(
+    sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    oid = await _add(
+        sessionmaker, tenant.id, "Lost once, queued once.", status="processing",
+        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=1,
+    )  # fmt: skip
+    runners = [Recorder() for _ in range(4)]
+
+    await asyncio.gather(
+        *(recover(sessionmaker, r, pending_grace=300, max_attempts=3) for r in runners)
+    )
+
+    assert [job.kwargs["object_id"] for r in runners for job in r.jobs] == [str(oid)]
+    # Queued again, it is pending with its grace restarted: the next scans leave it alone.
+    again = Recorder()
+    await recover(sessionmaker, again, pending_grace=300, max_attempts=3)
+    assert again.jobs == []
+
+
+async def test_a_claim_is_renewed_while_processed_and_a_lapsed_one_is_not_stored(
+    sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    oid = await _add(sessionmaker, tenant.id, "A document the model is slow on.")
+    embedder = GatedEmbedder()
+    embedder.gate.clear()  # the document waits for the model, claimed
+    deps = IngestionDeps(
+        sessionmaker=sessionmaker, embedder=embedder, pii_anonymize=False, lease_seconds=1.0
+    )
+    run = asyncio.ensure_future(ingest(deps, "kb", tenant.id, oid))
+
+    async def claimed() -> bool:
+        return (await _rows(sessionmaker, KbDocument, tenant.id))[oid].claimed_by is not None
+
+    await _wait_until(claimed)
+    first = (await _rows(sessionmaker, KbDocument, tenant.id))[oid]
+    assert (first.status, first.claimed_by, first.attempts) == ("processing", deps.leases.owner, 1)
+    assert await ingest(deps, "kb", tenant.id, oid) == "skipped"  # a duplicate job here
+
+    async def renewed() -> bool:
+        row = (await _rows(sessionmaker, KbDocument, tenant.id))[oid]
+        return bool(row.lease_expires_at > first.lease_expires_at)
+
+    await _wait_until(renewed, seconds=10)
+    # Another process sees a live lease: nothing to take over.
+    assert await ingest(_other_process(sessionmaker), "kb", tenant.id, oid) == "skipped"
+
+    # This process stalls past its lease (simulated: the lease lapses and another process
+    # takes the document over); its late result must not overwrite the new owner's work.
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        await session.execute(
+            update(KbDocument)
+            .where(KbDocument.id == oid)
+            .values(claimed_by="successor:1:beef", lease_expires_at=func.clock_timestamp())
+        )
+    embedder.gate.set()
+    assert await run == "skipped"
+    row = (await _rows(sessionmaker, KbDocument, tenant.id))[oid]
+    assert (row.status, row.claimed_by) == ("processing", "successor:1:beef")
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        assert await session.scalar(select(func.count()).select_from(KbChunk)) == 0
+
+
+def _other_process(sessionmaker: async_sessionmaker[AsyncSession]) -> IngestionDeps:
+    return IngestionDeps(sessionmaker=sessionmaker, embedder=GatedEmbedder(), pii_anonymize=False)

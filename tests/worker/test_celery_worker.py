@@ -1,0 +1,268 @@
+"""Real `celery worker` processes on a Redis broker, against the test database as the
+application role (RLS on): one ingests an uploaded document end to end; one killed with
+SIGKILL in the middle of a document is relieved by another once its lease lapses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.core.db import TENANT
+from app.core.jobs import CeleryJobs
+from app.ingestion.jobs import ingest_job
+from app.ingestion.uploads import from_bytes
+from app.knowledge.service import add_document
+from app.main import create_app
+from app.models import KbChunk, KbDocument
+from app.worker.celery_app import create_celery
+from tests.conftest import TEST_JWT_SECRET
+from tests.factories import login, make_tenant, make_user
+from tests.services import ServiceMissing, _private_redis
+
+pytestmark = pytest.mark.committed
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_START_SECONDS = 60.0  # imports and start-up on a busy 2-core machine
+INGEST_SECONDS = 60.0
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    """A private redis-server: the workers' queue is nobody else's, and nothing of theirs
+    is left in the shared Redis."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    try:
+        yield from _private_redis(binary)
+    except ServiceMissing as exc:
+        pytest.skip(str(exc))
+
+
+class Workers:
+    """`celery worker` processes started by one test; each is killed by its pid at the end."""
+
+    def __init__(self, settings: Settings, broker: str, logs: Path) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.logs = logs
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The variables the application reads, pointing at the test database and Redis."""
+        names = ("THREADLINE_", "DATABASE_URL", "REDIS_URL", "CELERY_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(names)}
+        settings = self.settings
+        assert settings.database_url is not None
+        env.update(
+            THREADLINE_ENV="test",
+            DATABASE_URL=settings.database_url,
+            THREADLINE_APP_DB_ROLE=settings.app_db_role,
+            THREADLINE_APP_DB_PASSWORD=settings.app_db_password.get_secret_value(),
+            THREADLINE_JWT_SECRET=TEST_JWT_SECRET,
+            REDIS_URL=settings.redis_url or "",
+            THREADLINE_REDIS_PREFIX=settings.redis_prefix,
+            CELERY_BROKER_URL=self.broker,
+            THREADLINE_LOG_JSON="false",
+            **extra,
+        )
+        return env
+
+    def start(
+        self, name: str, env: dict[str, str] | None = None, pool: str = "solo", concurrency: int = 1
+    ) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{name}.log").open("wb")
+        command = [
+            sys.executable, "-m", "celery", "-A", "tests.worker.worker_app", "worker",
+            "--pool", pool, "--concurrency", str(concurrency),
+            "--hostname", f"{name}@threadline-test",
+            "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env(**(env or {})),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self.started.append(process)
+        return process
+
+    def log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
+
+    async def wait_ready(self, name: str, process: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + WORKER_START_SECONDS
+        while "ready." not in self.log(name):
+            assert process.poll() is None, f"worker {name} exited:\n{self.log(name)}"
+            assert time.monotonic() < deadline, f"worker {name} not ready:\n{self.log(name)}"
+            await asyncio.sleep(0.1)
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(
+    sessionmaker: async_sessionmaker[AsyncSession],  # torn down after the workers stop
+    settings: Settings,
+    broker: str,
+    tmp_path: Path,
+) -> Iterator[Workers]:
+    started = Workers(settings, broker, tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+async def _document(
+    sessionmaker: async_sessionmaker[AsyncSession], tenant: uuid.UUID, oid: uuid.UUID
+) -> KbDocument:
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant
+        document = await db.get(KbDocument, (tenant, oid))
+    assert document is not None
+    return document
+
+
+async def _wait_for(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    tenant: uuid.UUID,
+    oid: uuid.UUID,
+    done: Any,
+    seconds: float,
+    why: str,
+) -> KbDocument:
+    deadline = time.monotonic() + seconds
+    while True:
+        document = await _document(sessionmaker, tenant, oid)
+        if done(document):
+            return document
+        assert time.monotonic() < deadline, f"{why}: {document.status} {document.error}"
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def api(settings: Settings, broker: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The API with the broker configured: its jobs go to the workers."""
+    application = create_app(settings.model_copy(update={"celery_broker_url": broker}))
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as c:
+            yield c
+
+
+async def test_a_celery_worker_ingests_uploaded_documents_end_to_end_on_one_loop(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    workers: Workers,
+    api: httpx.AsyncClient,
+    db: AsyncSession,
+) -> None:
+    # The pool docker compose runs: tasks in threads, all on the process's one event loop.
+    worker = workers.start("threads", pool="threads", concurrency=4)
+    await workers.wait_ready("threads", worker)
+    tenant = await make_tenant(db)
+    admin = await login(api, await make_user(db, tenant, role="admin"))
+    ids = []
+    for topic in ("descaling espresso machines", "sharpening kitchen knives"):
+        response = await api.post(
+            "/kb/documents",
+            json={"title": topic, "text": f"This guide is about {topic}, step by step."},
+            headers=admin.headers,
+        )
+        assert response.status_code == 202, response.text
+        ids.append(uuid.UUID(response.json()["id"]))
+
+    for oid in ids:
+        document = await _wait_for(
+            sessionmaker, tenant.id, oid, lambda d: d.status in ("ready", "failed"),
+            INGEST_SECONDS, "not ingested by the worker",
+        )  # fmt: skip
+        assert (document.status, document.error, document.chunk_count) == ("ready", None, 1)
+        assert (document.claimed_by, document.lease_expires_at) == (None, None)
+        assert document.attempts == 0
+    found = await api.post(
+        "/kb/search", json={"query": "sharpening knives", "k": 1}, headers=admin.headers
+    )
+    assert found.json()["items"][0]["document_id"] == str(ids[1])
+    # One event loop, engine and set of batchers for the worker process, not one per task.
+    assert workers.log("threads").count("worker runtime ready") == 1, workers.log("threads")
+
+
+async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_lease_lapses(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    workers: Workers,
+    settings: Settings,
+    broker: str,
+    db: AsyncSession,
+) -> None:
+    lease = {
+        "THREADLINE_INGESTION_LEASE_SECONDS": "1.5",
+        "THREADLINE_INGESTION_RECOVERY_SECONDS": "0.3",
+    }
+    doomed = workers.start("doomed", {"THREADLINE_TEST_EMBED_DELAY": "600", **lease})
+    tenant = await make_tenant(db)
+    body = " ".join(f"Paragraph {i} explains how the descaling cycle works." for i in range(200))
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        document, _ = await add_document(
+            session, tenant.id, from_bytes(body.encode(), "manual.txt"), title="Manual",
+            external_id=None, metadata={}, created_by=None, enqueue=False,
+        )  # fmt: skip
+    CeleryJobs(create_celery(settings.model_copy(update={"celery_broker_url": broker}))).submit(
+        ingest_job("kb", tenant.id, document.id)
+    )
+
+    claimed = await _wait_for(
+        sessionmaker, tenant.id, document.id, lambda d: d.claimed_by is not None,
+        WORKER_START_SECONDS + INGEST_SECONDS, "the first worker never claimed the document",
+    )  # fmt: skip
+    assert claimed.status == "processing"
+    assert doomed.poll() is None
+    os.kill(doomed.pid, signal.SIGKILL)  # mid-document: it is waiting for the model
+    doomed.wait(timeout=10)
+    killed_at = time.monotonic()
+
+    workers.start("relief", lease)
+    ready = await _wait_for(
+        sessionmaker, tenant.id, document.id, lambda d: d.status in ("ready", "failed"),
+        WORKER_START_SECONDS + INGEST_SECONDS, "the second worker never finished the document",
+    )  # fmt: skip
+    elapsed = time.monotonic() - killed_at
+    print(f"\nkilled mid-document -> ready on the second worker: {elapsed:.2f} s")
+
+    assert (ready.status, ready.error) == ("ready", None)
+    assert (ready.claimed_by, ready.lease_expires_at, ready.attempts) == (None, None, 0)
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        chunks = (
+            await session.scalars(select(KbChunk.text).where(KbChunk.document_id == document.id))
+        ).all()
+    assert len(chunks) == ready.chunk_count > 1
+    relief_log = workers.log("relief")
+    assert "succeeded" in relief_log and "'ready'" in relief_log, relief_log
+    assert "'ready'" not in workers.log("doomed")

@@ -1,0 +1,75 @@
+"""A Celery worker process keeps one event loop and one engine: tasks running at the same
+time (the threads pool) share the ingestion pipeline's batches there too (issue 14)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.core.db import TENANT
+from app.ingestion.jobs import INGEST
+from app.ingestion.uploads import from_bytes
+from app.knowledge.service import add_document
+from app.models import KbDocument
+from app.worker.runtime import WorkerRuntime
+from tests.factories import make_tenant
+
+pytestmark = pytest.mark.committed
+
+
+@pytest.fixture
+def runtime(settings: Settings) -> Iterator[WorkerRuntime]:
+    built = WorkerRuntime(settings)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transactions(
+    sessionmaker: async_sessionmaker[AsyncSession], runtime: WorkerRuntime, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    ids = []
+    for i in range(12):
+        async with sessionmaker() as session, session.begin():
+            session.info[TENANT] = tenant.id
+            document, _ = await add_document(
+                session, tenant.id, from_bytes(f"Worker document {i}.".encode(), None),
+                title=None, external_id=None, metadata={}, created_by=None, enqueue=False,
+            )  # fmt: skip
+            ids.append(document.id)
+    transactions: list[Any] = []
+    listener = lambda connection: transactions.append(connection)  # noqa: E731
+    event.listen(runtime.engine.sync_engine, "begin", listener)
+    handler = runtime.handlers[INGEST]
+
+    def task(oid: uuid.UUID) -> str:  # what the Celery task does, in a pool thread
+        async def run() -> str:
+            return str(await handler(kind="kb", tenant_id=str(tenant.id), object_id=str(oid)))
+
+        return runtime.run(run())
+
+    try:
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            statuses = await asyncio.wrap_future(
+                asyncio.get_running_loop().run_in_executor(None, lambda: list(pool.map(task, ids)))
+            )
+    finally:
+        event.remove(runtime.engine.sync_engine, "begin", listener)
+
+    assert statuses == ["ready"] * 12
+    # One claim and one index write per document, as `asyncio.run` per task did: 24.
+    assert len(transactions) <= 8, len(transactions)
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        rows = await session.scalars(select(KbDocument.status).where(KbDocument.id.in_(ids)))
+        assert set(rows) == {"ready"}
