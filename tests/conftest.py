@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -150,6 +151,22 @@ async def sessionmaker(
 
 async def truncate_everything(settings: Settings) -> None:
     engine = create_async_engine(resolve_database_urls(settings).owner)
+    try:
+        # The apps' background loops (ingestion recovery, the orphaned-turn sweep, lease
+        # renewal) may hold row locks on these tables: TRUNCATE can deadlock with them, and
+        # PostgreSQL then aborts one side. When it picks the TRUNCATE, take it again.
+        for attempt in range(5):
+            try:
+                await _truncate(engine)
+                return
+            except DBAPIError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 4:
+                    raise
+    finally:
+        await engine.dispose()
+
+
+async def _truncate(engine: AsyncEngine) -> None:
     async with engine.begin() as connection:
         tables = (
             await connection.exec_driver_sql(
@@ -160,7 +177,6 @@ async def truncate_everything(settings: Settings) -> None:
         await connection.exec_driver_sql(
             "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE"
         )
-    await engine.dispose()
 
 
 @pytest.fixture
