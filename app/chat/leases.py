@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Collection
 
 from app.chat.orphans import OrphanFinisher
 from app.chat.repository import Lease, TurnRepository, expired_leases
+from app.core.db import TENANT
 from app.graph.context import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,9 @@ class TurnLeases:
     ) -> None:
         """`running` lists (tenant, turn) of the turns this process runs now."""
         self.context = context
+        # The background jobs keep the process's own sessionmaker: tests route requests
+        # through one connection (`Resources.use_sessionmaker`) that they must not share.
+        self.sessionmaker = context.sessionmaker
         self.finisher = finisher
         self.running = running
         settings = context.settings
@@ -76,12 +80,14 @@ class TurnLeases:
         for tenant_id, turn_id in self.running():
             by_tenant[tenant_id].append(turn_id)
         for tenant_id, turn_ids in by_tenant.items():
-            async with self.context.transaction(tenant_id) as db:
-                await TurnRepository(db, tenant_id).renew_leases(turn_ids, self.lease_seconds)
+            async with self.sessionmaker() as db:
+                db.info[TENANT] = tenant_id
+                async with db.begin():
+                    await TurnRepository(db, tenant_id).renew_leases(turn_ids, self.lease_seconds)
 
     async def sweep(self) -> int:
         """Finish the orphaned turns of every tenant (a bounded batch); how many."""
-        async with self.context.sessionmaker() as db, db.begin():
+        async with self.sessionmaker() as db, db.begin():
             expired = await expired_leases(db, SWEEP_BATCH)
         mine = {turn_id for _, turn_id in self.running()}
         finished = 0
@@ -89,8 +95,10 @@ class TurnLeases:
             if turn_id in mine:  # a renewal failed (database outage): the turn runs here
                 continue
             try:
-                if await self.finisher.finish(tenant_id, turn_id, reason="run_lost"):
-                    finished += 1
+                done = await self.finisher.finish(
+                    tenant_id, turn_id, reason="run_lost", sessionmaker=self.sessionmaker
+                )
+                finished += done is not None
             except Exception:
                 logger.warning("could not finish an orphaned turn", exc_info=True)
         return finished

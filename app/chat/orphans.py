@@ -15,8 +15,12 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.repository import Orphan, TurnRepository
 from app.chat.schemas import chat_answer
@@ -27,6 +31,7 @@ from app.chat.stream_buffer import (
     append_terminal,
     buffered_events,
 )
+from app.core.db import TENANT
 from app.graph.context import TurnContext
 from app.graph.nodes.validate_output import check_answer
 from app.graph.state import SourceRef
@@ -74,6 +79,16 @@ def recover(events: list[BufferedEvent]) -> Recovered:
     return Recovered("".join(partial), meta, sources, ended)
 
 
+@asynccontextmanager
+async def _transaction(
+    sessionmaker: async_sessionmaker[AsyncSession], tenant_id: uuid.UUID
+) -> AsyncIterator[AsyncSession]:
+    async with sessionmaker() as session:
+        session.info[TENANT] = tenant_id
+        async with session.begin():
+            yield session
+
+
 class OrphanFinisher:
     """Finishes orphaned turns for one process (see the module docstring)."""
 
@@ -88,12 +103,20 @@ class OrphanFinisher:
         self.idempotency_ttl = idempotency_ttl_seconds
 
     async def finish(
-        self, tenant_id: uuid.UUID, turn_id: uuid.UUID, *, force: bool = False, reason: str
+        self,
+        tenant_id: uuid.UUID,
+        turn_id: uuid.UUID,
+        *,
+        force: bool = False,
+        reason: str,
+        sessionmaker: async_sessionmaker[AsyncSession] | None = None,
     ) -> dict[str, Any] | None:
         """Finish the turn if it is an orphan (any pending turn with `force`); its `done`
-        event data, or None when it was not one (running, finished, or being finished)."""
+        event data, or None when it was not one (running, finished, or being finished).
+        `sessionmaker`: for the background sweep, the process's own (default: the one
+        requests use)."""
         ctx = self.context
-        async with ctx.transaction(tenant_id) as db:
+        async with _transaction(sessionmaker or ctx.sessionmaker, tenant_id) as db:
             repo = TurnRepository(db, tenant_id)
             orphan = await repo.lock_orphan(turn_id, force=force)
             if orphan is None:
@@ -120,7 +143,7 @@ class OrphanFinisher:
             await self._end_buffer(turn_id, done)
         await self._record_answer(orphan, done, recovered.sources)
         try:
-            async with ctx.transaction(tenant_id) as db:
+            async with _transaction(sessionmaker or ctx.sessionmaker, tenant_id) as db:
                 await ctx.history.refresh(db, tenant_id, orphan.session_id)
         except Exception:
             logger.warning("could not refresh the history of an orphaned turn", exc_info=True)

@@ -38,6 +38,12 @@ def owner_of(turn: PreparedTurn) -> str:
     return f"{turn.tenant_id}:{turn.user_id}"
 
 
+def _stop_soon(run: RunHandle) -> None:
+    """Stop `run` once its task has taken its first step: a task cancelled before it starts
+    never runs its cleanup (no turn stored, no `done`)."""
+    asyncio.get_running_loop().call_soon(run.stop, "shutdown")
+
+
 class StreamHub:
     def __init__(self, redis: RedisHandle, buffer: StreamBuffer) -> None:
         self.redis = redis
@@ -76,7 +82,7 @@ class StreamHub:
         self.runs[turn.turn_id] = run
         run.task.add_done_callback(lambda _: self.runs.pop(turn.turn_id, None))
         if self.shutting_down.is_set():  # admitted as the process began to stop
-            run.stop("shutdown")
+            _stop_soon(run)
         return run
 
     async def stop(self, turn_id: uuid.UUID, owner: str | None = None) -> bool:
@@ -96,7 +102,7 @@ class StreamHub:
         tell resuming clients to go elsewhere. Safe to call more than once."""
         self.shutting_down.set()
         for run in list(self.runs.values()):
-            run.stop("shutdown")
+            _stop_soon(run)
 
     async def drain(self, wait_seconds: float) -> None:
         """Wait (bounded) for the stopped runs to store their turns and for their buffers

@@ -158,7 +158,7 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
     key = f"retry-{uuid.uuid4().hex}"
     async with _survivor(settings) as (survivor_app, survivor):
         with server_process(settings, **_env(slow_model)) as server:
-            streams = await _stream_then_kill(server, user, chats, key)
+            streams = await _stream_then_kill(settings, server, user, chats, key)
         stopped, resumed, swept = streams
         who = await login(survivor, user)
 
@@ -218,8 +218,11 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
 
 
 async def _stream_then_kill(
-    server: ServerProcess, user: Any, chats: list[ChatSession], key: str
+    settings: Settings, server: ServerProcess, user: Any, chats: list[ChatSession], key: str
 ) -> list[Stream]:
+    """Three live streams, read for a few tokens each; the server is killed once its buffer
+    holds what the clients have seen (it is written just after the client's stream: what a
+    process sent in its last milliseconds may be lost with it). Nothing is read after that."""
     async with (
         httpx.AsyncClient(base_url=server.url, timeout=30) as client,
         AsyncExitStack() as stack,
@@ -232,17 +235,26 @@ async def _stream_then_kill(
         ]
         for stream in streams:
             await stream.read_tokens(3)
+        for stream in streams:
+            for _ in range(200):
+                buffered = await _buffered_tokens(settings, stream.turn_id)
+                if buffered.startswith(stream.reader.text()):
+                    break
+                await asyncio.sleep(0.02)
         server.signal(signal.SIGKILL)
         server.wait(timeout=10)
-        for stream in streams:  # what was already on its way
-            try:
-                while await stream.reader.next() is not None:
-                    pass
-            except httpx.HTTPError:
-                pass
         with contextlib.suppress(httpx.HTTPError):
             await stack.aclose()
     return streams
+
+
+async def _buffered_tokens(settings: Settings, turn_id: str) -> str:
+    redis = Redis.from_url(settings.redis_url or "", decode_responses=True)
+    try:
+        entries: Any = await redis.xrange(f"{settings.redis_prefix}stream:{turn_id}:events")
+    finally:
+        await redis.aclose()
+    return "".join(json.loads(f["d"])["text"] for _, f in entries if f["n"] == "token")
 
 
 async def test_sigterm_ends_a_live_stream_with_done_in_the_client_and_the_buffer(
