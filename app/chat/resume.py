@@ -17,6 +17,7 @@ The stream always ends with a terminal event (docs/adr/0016):
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +27,8 @@ from app.chat.sse import HEARTBEAT, format_event, retry_hint
 from app.chat.stream_buffer import TERMINAL_EVENTS
 from app.chat.streams import StreamHub
 from app.core.errors import BadRequest, NotFound, ServiceUnavailable
+
+logger = logging.getLogger(__name__)
 
 ANNOUNCE_EVERY_SECONDS = 1.0
 MAX_EVENT_ID = 2**53 - 1
@@ -119,7 +122,7 @@ async def resumed_stream(
                 and now - last_settle >= settle_every_seconds
             ):
                 last_settle = now
-                if await settle():
+                if await _settled(settle):
                     settled_at = now
             gone = settled_at is not None and now - settled_at >= _SETTLED_WAIT_SECONDS
             if gone or now - last_event >= silence_limit_seconds:
@@ -138,6 +141,14 @@ async def resumed_stream(
         yield format_event(event.event_id, event.name, event.data)
         if event.name in TERMINAL_EVENTS:
             return
+
+
+async def _settled(settle: Settle) -> bool:
+    try:
+        return await settle()
+    except Exception:  # e.g. PostgreSQL unreachable: asked again after the next interval
+        logger.warning("could not check whether the stream's producer is gone", exc_info=True)
+        return False
 
 
 async def _ended_at_or_before(hub: StreamHub, turn_id: uuid.UUID, position: int) -> bytes | None:
