@@ -60,40 +60,54 @@ class ServerProcess:
 
 
 @contextmanager
-def server_process(settings: Settings, **env: str) -> Iterator[ServerProcess]:
-    """`threadline serve` on a free loopback port, ready (`/readyz` 200) when yielded; ended
+def server_processes(settings: Settings, count: int, **env: str) -> Iterator[list[ServerProcess]]:
+    """`count` `threadline serve` processes on free loopback ports, started together (their
+    start-up, mostly imports, overlaps) and ready (`/readyz` 200) when yielded; each ended
     with SIGTERM (then SIGKILL) unless the test ended it already."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(settings, **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
+    servers: list[ServerProcess] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
-        yield ServerProcess(url, process)
+        for _ in range(count):
+            port = free_port()
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                cwd=ROOT,
+                env=server_env(settings, **env),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            servers.append(ServerProcess(f"http://127.0.0.1:{port}", process))
+        for server in servers:
+            _wait_ready(server)
+        yield servers
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+        for server in servers:
+            _end(server.process)
+
+
+def _wait_ready(server: ServerProcess) -> None:
+    process = server.process
+    deadline = time.monotonic() + 90
+    while True:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the server did not become ready"
+        time.sleep(0.1)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 @dataclass

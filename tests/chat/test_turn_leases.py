@@ -30,7 +30,7 @@ from app.models import ChatSession, QueryHistory
 from tests.chat_helpers import parse_sse
 from tests.factories import LoggedIn, login, make_session, make_tenant, make_user
 from tests.fake_llm_server import answer_words, fake_llm_server
-from tests.server_process import ServerProcess, SseReader, server_process
+from tests.server_process import ServerProcess, SseReader, server_processes
 
 pytestmark = pytest.mark.committed
 
@@ -44,10 +44,23 @@ LEASE = {
 QUESTION = "Tell me about the quarterly numbers of project Apollo."
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def slow_model() -> Iterator[str]:
     with fake_llm_server(words=WORDS, token_delay=0.05) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def shared(test_database: Settings) -> Settings:
+    """The settings the server processes and this process share (one Redis prefix)."""
+    return test_database.model_copy(update={"redis_prefix": f"tl-test-{uuid.uuid4().hex[:8]}:"})
+
+
+@pytest.fixture(scope="module")
+def servers(shared: Settings, slow_model: str) -> Iterator[list[ServerProcess]]:
+    """Two server processes, one per test (each ends its own), started together."""
+    with server_processes(shared, 2, **_env(slow_model)) as started:
+        yield started
 
 
 def _env(model_url: str) -> dict[str, str]:
@@ -150,15 +163,15 @@ def _assert_kept_partial(stored: QueryHistory, seen: str) -> None:
 
 
 async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answer(
-    settings: Settings, db: AsyncSession, slow_model: str
+    shared: Settings, db: AsyncSession, servers: list[ServerProcess]
 ) -> None:
+    settings = shared
     tenant = await make_tenant(db)
     user = await make_user(db, tenant)
     chats = [await make_session(db, user) for _ in range(3)]
     key = f"retry-{uuid.uuid4().hex}"
     async with _survivor(settings) as (survivor_app, survivor):
-        with server_process(settings, **_env(slow_model)) as server:
-            streams = await _stream_then_kill(settings, server, user, chats, key)
+        streams = await _stream_then_kill(settings, servers[0], user, chats, key)
         stopped, resumed, swept = streams
         who = await login(survivor, user)
 
@@ -258,23 +271,23 @@ async def _buffered_tokens(settings: Settings, turn_id: str) -> str:
 
 
 async def test_sigterm_ends_a_live_stream_with_done_in_the_client_and_the_buffer(
-    settings: Settings, db: AsyncSession, slow_model: str
+    shared: Settings, db: AsyncSession, servers: list[ServerProcess]
 ) -> None:
+    settings, server = shared, servers[1]
     tenant = await make_tenant(db)
     user = await make_user(db, tenant)
     chat = await make_session(db, user)
-    with server_process(settings, **_env(slow_model)) as server:
-        async with (
-            httpx.AsyncClient(base_url=server.url, timeout=30) as client,
-            AsyncExitStack() as stack,
-        ):
-            who = await login(client, user)
-            stream = await _open_stream(stack, client, who, chat)
-            await stream.read_tokens(3)
-            server.signal(signal.SIGTERM)
-            while await stream.reader.next() is not None:
-                pass
-        assert server.wait(timeout=15) == 0
+    async with (
+        httpx.AsyncClient(base_url=server.url, timeout=30) as client,
+        AsyncExitStack() as stack,
+    ):
+        who = await login(client, user)
+        stream = await _open_stream(stack, client, who, chat)
+        await stream.read_tokens(3)
+        server.signal(signal.SIGTERM)
+        while await stream.reader.next() is not None:
+            pass
+    assert server.wait(timeout=15) == 0
     terminal = stream.reader.events[-1]
     assert terminal.name == "done"
     assert terminal.data["status"] == "incomplete"
