@@ -12,7 +12,7 @@ import contextlib
 import json
 import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -168,10 +168,23 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
     settings = shared
     tenant = await make_tenant(db)
     user = await make_user(db, tenant)
-    chats = [await make_session(db, user) for _ in range(3)]
-    key = f"retry-{uuid.uuid4().hex}"
+    chats = [await make_session(db, user) for _ in range(4)]
+    key, json_key = f"retry-{uuid.uuid4().hex}", f"retry-{uuid.uuid4().hex}"
+
+    async def is_generating(chat: ChatSession) -> bool:
+        await scope_to_tenant(db, tenant.id)
+        started = await db.scalar(
+            select(func.count()).where(
+                QueryHistory.session_id == chat.id, QueryHistory.status == "pending"
+            )
+        )
+        await db.commit()
+        return bool(started)
+
     async with _survivor(settings) as (survivor_app, survivor):
-        streams = await _stream_then_kill(settings, servers[0], user, chats, key)
+        streams = await _stream_then_kill(
+            settings, servers[0], user, chats, (key, json_key), is_generating
+        )
         stopped, resumed, swept = streams
         who = await login(survivor, user)
 
@@ -218,6 +231,23 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
         await db.commit()
         assert rows == 1
 
+        # A `/chat` retry with the first request's key waits for that turn, which is
+        # finished once its lease has expired: its answer, not a second run.
+        retried = await survivor.post(
+            "/chat",
+            json={"session_id": str(chats[3].id), "message": QUESTION},
+            headers={**who.headers, "Idempotency-Key": json_key},
+        )
+        assert retried.status_code == 200, retried.text
+        assert retried.json()["status"] == "incomplete"
+        await scope_to_tenant(db, tenant.id)
+        json_turns = (
+            await db.scalars(select(QueryHistory).where(QueryHistory.session_id == chats[3].id))
+        ).all()
+        await db.commit()
+        assert [str(t.id) for t in json_turns] == [retried.json()["turn_id"]]
+        assert json_turns[0].status == "incomplete"
+
         # The sweep finishes the orphan nobody asked about, and ends its buffered stream.
         for _ in range(100):
             if await _lease_expired(db, tenant.id, swept.turn_id):
@@ -231,11 +261,18 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
 
 
 async def _stream_then_kill(
-    settings: Settings, server: ServerProcess, user: Any, chats: list[ChatSession], key: str
+    settings: Settings,
+    server: ServerProcess,
+    user: Any,
+    chats: list[ChatSession],
+    keys: tuple[str, str],
+    is_generating: Callable[[ChatSession], Awaitable[bool]],
 ) -> list[Stream]:
-    """Three live streams, read for a few tokens each; the server is killed once its buffer
-    holds what the clients have seen (it is written just after the client's stream: what a
-    process sent in its last milliseconds may be lost with it). Nothing is read after that."""
+    """Three live streams, read for a few tokens each, and a `/chat` request whose turn is
+    generating; the server is killed once its buffer holds what the clients have seen (it is
+    written just after the client's stream: what a process sent in its last milliseconds may
+    be lost with it). Nothing is read after that."""
+    key, json_key = keys
     async with (
         httpx.AsyncClient(base_url=server.url, timeout=30) as client,
         AsyncExitStack() as stack,
@@ -254,8 +291,22 @@ async def _stream_then_kill(
                 if buffered.startswith(stream.reader.text()):
                     break
                 await asyncio.sleep(0.02)
+        # A `/chat` request (answered as JSON once complete) is on its way too.
+        answer = asyncio.create_task(
+            client.post(
+                "/chat",
+                json={"session_id": str(chats[3].id), "message": QUESTION},
+                headers={**who.headers, "Idempotency-Key": json_key},
+            )
+        )
+        for _ in range(500):
+            if await is_generating(chats[3]):
+                break
+            await asyncio.sleep(0.02)
         server.signal(signal.SIGKILL)
         server.wait(timeout=10)
+        with contextlib.suppress(httpx.HTTPError):
+            await answer
         with contextlib.suppress(httpx.HTTPError):
             await stack.aclose()
     return streams
