@@ -156,6 +156,18 @@ class Settings(BaseSettings):
     sse_retry_ms: int = Field(default=1000, ge=0)
     """The `retry:` hint sent to EventSource clients (reconnect delay)."""
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
+    turn_lease_seconds: float = Field(default=30.0, gt=0)
+    """A running turn's lease: a pending turn not renewed for this long is an orphan (its
+    process died) and is finished `incomplete` by any process."""
+    turn_lease_renew_seconds: float = Field(default=5.0, gt=0)
+    """How often the process running turns renews their leases."""
+    turn_sweep_seconds: float = Field(default=10.0, gt=0)
+    """Interval of each API process's sweep for orphaned turns (also run at start-up)."""
+    db_write_retry_seconds: float = Field(default=30.0, ge=0)
+    """How long the end-of-turn write is retried (with backoff) while PostgreSQL is unreachable."""
+    shutdown_grace_seconds: float = Field(default=5.0, ge=0)
+    """At shutdown, how long the process waits for its stopped streams to write their last
+    event (to the client and the Redis buffer) and the turns' end."""
     rate_limit_user_per_min: int = Field(default=60, ge=0)
     """Chat requests per user per minute (0: unlimited); tenants may override."""
     rate_limit_tenant_per_min: int = Field(default=600, ge=0)

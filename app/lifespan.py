@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import FrameType
 
 from fastapi import FastAPI
 
 from app.chat.guards import ChatGuards
 from app.chat.history import HistoryStore
+from app.chat.leases import TurnLeases
+from app.chat.orphans import OrphanFinisher
 from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
 from app.core.database_urls import resolve_database_urls
@@ -99,6 +104,9 @@ async def build_resources(settings: Settings) -> Resources:
         jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
+    finisher = OrphanFinisher(context, guards.streams.buffer, settings.idempotency_ttl_seconds)
+    guards.streams.leases = TurnLeases(context, finisher, guards.streams.running)
+    guards.streams.leases.start()
     return Resources(
         settings=settings,
         urls=urls,
@@ -117,12 +125,49 @@ async def build_resources(settings: Settings) -> Resources:
 
 
 async def release_resources(resources: Resources) -> None:
-    await resources.guards.streams.close()
+    streams = resources.guards.streams
+    # Live streams end first, as a stop would end them, while Redis and PostgreSQL are
+    # still there to take their last event and their turn.
+    await streams.drain(resources.settings.shutdown_grace_seconds)
+    if streams.leases is not None:
+        await streams.leases.stop()
+    await streams.close()
     await drain_background()
     await resources.jobs.drain()
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()
+
+
+def _stop_streams_on_signal(resources: Resources) -> Callable[[], None]:
+    """On SIGTERM/SIGINT, end the live streams at once, before uvicorn waits for open
+    connections to close (it runs the lifespan shutdown only after they have, or after
+    --timeout-graceful-shutdown, when it cuts them). uvicorn's own handler still runs: it
+    starts the server's shutdown. Returns the function that puts the previous handlers back.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    streams = resources.guards.streams
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handle(sig: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(streams.begin_shutdown)
+        handler = previous[signal.Signals(sig)]
+        if callable(handler):
+            handler(sig, frame)
+        elif handler == signal.SIG_DFL and sig == signal.SIGINT:
+            raise KeyboardInterrupt
+
+    for sig in previous:
+        signal.signal(sig, handle)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is handle:
+                signal.signal(sig, handler)
+
+    return restore
 
 
 @asynccontextmanager
@@ -154,9 +199,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             "redis": "in-process" if resources.redis.in_process else "server",
         },
     )
+    serving = getattr(app.state, "serving_process", False)
+    restore = _stop_streams_on_signal(resources) if serving else (lambda: None)
     try:
         yield
     finally:
+        restore()
         await recovery.stop()
         if retention is not None:
             await retention.stop()

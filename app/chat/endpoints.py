@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -11,8 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import CurrentPrincipal, Principal
 from app.chat.idempotency import Claim, fingerprint
+from app.chat.leases import TurnLeases
 from app.chat.repository import TurnRepository
-from app.chat.resume import check_resumable, parse_last_event_id, resumed_stream
+from app.chat.resume import Settle, check_resumable, parse_last_event_id, resumed_stream
 from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
 from app.chat.service import prepare_turn
@@ -70,7 +72,12 @@ async def _admit(
     try:
         limits = await limiter.limits_for(session, principal.tenant_id)
         await limiter.admit(principal.tenant_id, principal.user_id, limits)
-        return await prepare_turn(session, principal, body, resources.settings, turn_id)
+        # The claim's key and fingerprint go with the turn: whoever finishes it if its process
+        # dies stores the answer under the key (app/chat/orphans.py).
+        idem = None if claim is None else f"{claim.key}\n{claim.record['fingerprint']}"
+        return await prepare_turn(
+            session, principal, body, resources.settings, turn_id, idempotency_key=idem
+        )
     except BaseException:
         if claim is not None:
             await resources.guards.idempotency.release(claim)
@@ -96,7 +103,7 @@ async def chat(
     turn_id = uuid.uuid4()
     claim = await _claim(resources, session, principal, idempotency_key, "/chat", body, turn_id)
     if claim is not None and not claim.won:
-        return await _stored_answer(resources, claim)
+        return await _stored_answer(resources, principal, claim)
     turn = await _admit(resources, session, principal, body, claim, turn_id)
     await session.commit()  # release the connection: the pipeline uses its own transactions
     run = resources.guards.streams.start(
@@ -126,20 +133,36 @@ async def chat(
     return ChatResponse.model_validate(chat_answer(turn.session_id, turn.turn_id, done, sources))
 
 
-async def _stored_answer(resources: Resources, claim: Claim) -> ChatResponse:
-    """A retry of a `/chat` request: the first one's answer, once it has one."""
-    timeout = resources.settings.llm_timeout_seconds + 30
+async def _stored_answer(resources: Resources, principal: Principal, claim: Claim) -> ChatResponse:
+    """A retry of a `/chat` request: the first one's answer, once it has one. If the first
+    request's process died, its turn is finished here once its lease has expired (and its
+    record then holds the partial answer)."""
+    settings = resources.settings
+    deadline = time.monotonic() + settings.llm_timeout_seconds + 30
     record = claim.record
-    if record["state"] != "done":
-        found = await resources.guards.idempotency.wait_finished(claim, timeout)
-        if found is None:
+    store = resources.guards.idempotency
+    while record["state"] != "done":
+        left = deadline - time.monotonic()
+        wait = min(left, settings.turn_lease_renew_seconds)
+        started = time.monotonic()
+        found = await store.wait_finished(claim, wait)
+        if found is not None:
+            record = found
+            break
+        if left <= 0 or time.monotonic() - started < wait:  # timed out, or released
             raise Conflict(
                 "The first request with this Idempotency-Key did not finish; retry.",
                 code="idempotent_request_failed",
             )
-        record = found
+        await _leases(resources).settle(principal.tenant_id, claim.turn_id)
     metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
     return ChatResponse.model_validate(record["response"])
+
+
+def _leases(resources: Resources) -> TurnLeases:
+    leases = resources.guards.streams.leases
+    assert leases is not None, "built in lifespan"
+    return leases
 
 
 @router.post("/chat/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
@@ -207,8 +230,19 @@ async def _joined_stream(
             hub, claim.turn_id, 0, heartbeat_seconds=settings.sse_heartbeat_seconds,
             silence_limit_seconds=settings.llm_timeout_seconds + 30,
             retry_ms=settings.sse_retry_ms,
+            settle=_settler(resources, principal, claim.turn_id),
+            settle_every_seconds=settings.turn_lease_renew_seconds,
         )
     )  # fmt: skip
+
+
+def _settler(resources: Resources, principal: Principal, turn_id: uuid.UUID) -> Settle:
+    leases = _leases(resources)
+
+    async def settle() -> bool:
+        return await leases.settle(principal.tenant_id, turn_id)
+
+    return settle
 
 
 async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
@@ -235,6 +269,8 @@ async def resume_stream(
     stream = resumed_stream(
         hub, turn_id, after, heartbeat_seconds=settings.sse_heartbeat_seconds,
         silence_limit_seconds=settings.llm_timeout_seconds + 30, retry_ms=settings.sse_retry_ms,
+        settle=_settler(resources, principal, turn_id),
+        settle_every_seconds=settings.turn_lease_renew_seconds,
     )  # fmt: skip
     return StreamingResponse(_counted(stream), media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -248,27 +284,33 @@ async def stop_turn(
     response: Response,
 ) -> StopResponse:
     """Stop a running turn (on whichever process runs it): the model call is cancelled, the
-    stream ends with `done` marked `stopped`, the turn is stored `incomplete` (202). When no
-    process receives the stop (the one running it died), the turn is stored `incomplete`
-    here (200, `stopped`)."""
+    stream ends with `done` marked `stopped`, the turn is stored `incomplete` (202). When the
+    process running it is gone (its lease expired, or its channel has no listener), the turn
+    is finished here, with the partial answer its stream buffer holds (200, `stopped`)."""
     turn = await TurnRepository(session, principal.tenant_id).get(turn_id)
     if turn is None or turn.user_id != principal.user_id:
         raise NotFound("Turn not found.")
     if turn.status != "pending":
         raise Conflict("The turn is not running.", code="turn_not_running")
+    owner = turn.lease_owner
+    await session.commit()  # the turn may be finished below, in its own transaction
+    hub = resources.guards.streams
+    finisher = _leases(resources).finisher
+    # Not running here, and its owner stopped renewing the lease: nobody runs the turn.
+    if turn_id not in hub.runs and await finisher.finish(
+        principal.tenant_id, turn_id, reason="run_lost"
+    ):
+        response.status_code = 200
+        return StopResponse(turn_id=turn_id, status="stopped")
     try:
-        reached = await resources.guards.streams.stop(turn_id)
+        reached = await hub.stop(turn_id, owner)
     except Exception:
         raise ServiceUnavailable(
             "The stop could not reach the process running this turn.", code="stop_unavailable"
         ) from None
     if reached:
         return StopResponse(turn_id=turn_id, status="stopping")
-    session_id = turn.session_id
-    await TurnRepository(session, principal.tenant_id).finish_unfinished(
-        turn_id, status="incomplete", context_metadata={"error": {"code": "run_lost"}}
-    )
-    await session.commit()
-    await resources.history.drop(principal.tenant_id, session_id)
+    # Its owner does not listen (it died): finish the turn now, whatever its lease says.
+    await finisher.finish(principal.tenant_id, turn_id, force=True, reason="run_lost")
     response.status_code = 200
     return StopResponse(turn_id=turn_id, status="stopped")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Integer, Text, bindparam, column, func, select, text, update
+from sqlalchemy import Boolean, Float, Integer, Text, bindparam, column, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.chat.process import process_id
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
 from app.graph.state import HistoryTurn
@@ -26,8 +29,12 @@ _ADMIT = (
       WHERE tenant_id = :tenant AND id = :session AND user_id = :user
     ), admitted AS (
       INSERT INTO query_history
-        (tenant_id, id, session_id, user_id, user_query, status, attachment_ids)
-      SELECT :tenant, :turn, owned.id, :user, :query, 'pending', :attachments FROM owned
+        (tenant_id, id, session_id, user_id, user_query, status, attachment_ids,
+         idempotency_key, lease_owner, lease_expires_at)
+      SELECT :tenant, :turn, owned.id, :user, :query, 'pending', :attachments,
+             :idempotency_key, :lease_owner,
+             clock_timestamp() + make_interval(secs => :lease_seconds)
+      FROM owned
       RETURNING id
     )
     SELECT (SELECT count(*) FROM admitted) AS admitted,
@@ -43,6 +50,9 @@ _ADMIT = (
         bindparam("session", type_=UUID(as_uuid=True)),
         bindparam("user", type_=UUID(as_uuid=True)),
         bindparam("attachments", type_=ARRAY(UUID(as_uuid=True))),
+        bindparam("idempotency_key", type_=Text),
+        bindparam("lease_owner", type_=Text),
+        bindparam("lease_seconds", type_=Float),
     )
     .columns(column("admitted", Integer), column("active", ARRAY(UUID(as_uuid=True))))
 )
@@ -78,6 +88,72 @@ _COMPLETE = text(
     bindparam("summary", type_=Text),
     bindparam("summarized_turns", type_=Integer),
 )
+
+
+_RENEW = text(
+    """
+    UPDATE query_history SET lease_expires_at = clock_timestamp() + make_interval(secs => :secs)
+    WHERE tenant_id = :tenant AND id = ANY(:turns) AND status = 'pending' AND lease_owner = :owner
+    """
+).bindparams(
+    bindparam("tenant", type_=UUID(as_uuid=True)),
+    bindparam("turns", type_=ARRAY(UUID(as_uuid=True))),
+    bindparam("secs", type_=Float),
+)
+
+# SKIP LOCKED: two processes sweeping at once never wait on each other; one finishes the turn.
+_LOCK_ORPHAN = text(
+    """
+    SELECT session_id, user_id, user_query, idempotency_key, created_at FROM query_history
+    WHERE tenant_id = :tenant AND id = :turn AND status = 'pending'
+      AND (:force OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
+    FOR UPDATE SKIP LOCKED
+    """
+).bindparams(
+    bindparam("tenant", type_=UUID(as_uuid=True)),
+    bindparam("turn", type_=UUID(as_uuid=True)),
+    bindparam("force", type_=Boolean),
+)
+
+_LEASE = text(
+    """
+    SELECT status, lease_owner, answer, session_id,
+           coalesce(lease_expires_at < clock_timestamp(), true) AS expired
+    FROM query_history WHERE tenant_id = :tenant AND id = :turn
+    """
+).bindparams(
+    bindparam("tenant", type_=UUID(as_uuid=True)), bindparam("turn", type_=UUID(as_uuid=True))
+)
+
+_EXPIRED = text(
+    """
+    SELECT tenant_id, id FROM query_history
+    WHERE status = 'pending' AND lease_expires_at < clock_timestamp()
+    ORDER BY lease_expires_at LIMIT :limit
+    """
+)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A pending turn whose process is gone, locked for finishing."""
+
+    turn_id: uuid.UUID
+    session_id: uuid.UUID
+    user_id: uuid.UUID
+    user_query: str
+    idempotency_key: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Lease:
+    status: str
+    owner: str | None
+    expired: bool
+    """True when the owner stopped renewing it (for a finished turn: some time after)."""
+    answer: str
+    session_id: uuid.UUID
 
 
 def _as_history(row: QueryHistory) -> HistoryTurn:
@@ -153,9 +229,15 @@ class TurnRepository(TenantRepository[QueryHistory]):
         user_id: uuid.UUID,
         user_query: str,
         attachment_ids: list[uuid.UUID],
+        lease_seconds: float = 30.0,
+        idempotency_key: str | None = None,
     ) -> list[uuid.UUID] | None:
         """Record a new pending turn if the session is the user's, in one statement, and
         return the session's active attachments; None if the session is not theirs.
+
+        The turn is leased to this process for `lease_seconds` (renewed while it runs, see
+        app/chat/leases.py); `idempotency_key` is the Redis key of its claim and the
+        request's fingerprint, one per line, if it has one.
 
         One round trip for the ownership check, the turn's row and the attachment set keeps
         a turn's fixed cost near the irreducible work (see bench/chat_overhead.py)."""
@@ -169,6 +251,9 @@ class TurnRepository(TenantRepository[QueryHistory]):
                     "user": user_id,
                     "query": user_query,
                     "attachments": attachment_ids,
+                    "idempotency_key": idempotency_key,
+                    "lease_owner": process_id(),
+                    "lease_seconds": lease_seconds,
                 },
             )
         ).one()
@@ -221,6 +306,57 @@ class TurnRepository(TenantRepository[QueryHistory]):
             )
             .values(completed_at=datetime.now(UTC), **values)
         )
+
+    async def renew_leases(self, turn_ids: list[uuid.UUID], seconds: float) -> None:
+        """Extend this process's leases on its running turns (one statement per tenant)."""
+        await self.session.execute(
+            _RENEW,
+            {"tenant": self.tenant_id, "turns": turn_ids, "owner": process_id(), "secs": seconds},
+        )
+
+    async def lock_orphan(self, turn_id: uuid.UUID, *, force: bool = False) -> Orphan | None:
+        """Lock a pending turn whose lease has expired (any pending turn with `force`: its
+        owner is known to be gone) for the transaction; None when there is none, or when
+        another process is finishing it right now."""
+        row = (
+            await self.session.execute(
+                _LOCK_ORPHAN, {"tenant": self.tenant_id, "turn": turn_id, "force": force}
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        return Orphan(
+            turn_id=turn_id,
+            session_id=row.session_id,
+            user_id=row.user_id,
+            user_query=row.user_query,
+            idempotency_key=row.idempotency_key,
+            created_at=row.created_at,
+        )
+
+    async def lease(self, turn_id: uuid.UUID) -> Lease | None:
+        """The turn's status and lease as the database sees them now."""
+        row = (
+            await self.session.execute(_LEASE, {"tenant": self.tenant_id, "turn": turn_id})
+        ).one_or_none()
+        if row is None:
+            return None
+        return Lease(
+            status=row.status,
+            owner=row.lease_owner,
+            expired=bool(row.expired),
+            answer=row.answer,
+            session_id=row.session_id,
+        )
+
+
+async def expired_leases(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(tenant, turn) of pending turns whose lease has expired, every tenant's, oldest
+    first: through the maintenance door (migration 0018), closed again at once."""
+    await session.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
+    rows = (await session.execute(_EXPIRED, {"limit": limit})).all()
+    await session.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
+    return [(row.tenant_id, row.id) for row in rows]
 
 
 class SessionStateRepository(TenantRepository[ChatSession]):

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
 from app.chat.repository import TurnRepository
+from app.core.db_outage import retry_through_outage
 from app.core.errors import AppError
 from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
@@ -295,11 +296,17 @@ class TurnRunner:
         }
         if error is not None:
             metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
-        try:
+
+        async def write() -> None:
             async with ctx.transaction(turn.tenant_id) as db:
                 await TurnRepository(db, turn.tenant_id).finish_unfinished(
                     turn.turn_id, status=status, answer=answer, context_metadata=metadata
                 )
+
+        try:
+            # Through a database outage too: else the turn stays pending until its lease ends.
+            budget = ctx.settings.db_write_retry_seconds
+            await retry_through_outage(write, budget_seconds=budget, what="finish turn")
             async with ctx.transaction(turn.tenant_id) as db:
                 await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
         except Exception:

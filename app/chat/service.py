@@ -27,6 +27,7 @@ async def prepare_turn(
     body: ChatRequest,
     settings: Settings,
     turn_id: uuid.UUID,
+    idempotency_key: str | None = None,
 ) -> PreparedTurn:
     messages = body.conversation()
     query = messages[-1]["content"]
@@ -39,6 +40,8 @@ async def prepare_turn(
         user_id=principal.user_id,
         user_query=stored_query,
         attachment_ids=requested,
+        lease_seconds=settings.turn_lease_seconds,
+        idempotency_key=idempotency_key,
     )
     if active is None:  # unknown and foreign alike
         raise NotFound("No such session.", code="session_not_found")

@@ -88,6 +88,7 @@ class RunHandle:
         self.queue: asyncio.Queue[tuple[int, TurnEvent] | None] = asyncio.Queue()
         self.listening = True  # a local client reads the queue
         self.stop_requested = False
+        self.stop_reason: str | None = None
         self.attached_at = 0.0  # when a remote (resuming) client last said it is there
         self._watchdog: asyncio.Task[None] | None = None
         self._finishing: asyncio.Task[None] | None = None
@@ -147,6 +148,7 @@ class RunHandle:
                 "session_id": str(turn.session_id),
                 "status": "incomplete",
                 "stopped": True,
+                **({"reason": self.stop_reason} if self.stop_reason else {}),
                 "answer": ending.get("answer", "".join(self.outcome.partial)),
                 "query_composition": (self.outcome.meta or {}).get("query_composition"),
                 "usage": self.outcome.spent(),
@@ -183,11 +185,13 @@ class RunHandle:
         if not self.task.done():
             self.task.cancel()  # it finishes on its own (the turn is marked incomplete)
 
-    def stop(self) -> bool:
-        """Stop generation on request: the stream ends with `done` marked stopped."""
+    def stop(self, reason: str | None = None) -> bool:
+        """Stop generation on request: the stream ends with `done` marked stopped (with
+        `reason`, e.g. "shutdown", when the client did not ask for it)."""
         if self.finished:
             return False
         self.stop_requested = True
+        self.stop_reason = reason
         self.cancel()
         return True
 

@@ -88,6 +88,49 @@ class StreamBuffer:
                 yield event
 
 
+# The end of a stream whose producer is gone (docs/adr/0016): appended after the last event
+# unless the buffer is missing or already ended, atomically, so two processes finishing the
+# same orphan cannot both end it. Returns the new event's id, or 0.
+_APPEND_TERMINAL = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local next_id = 1
+if #last > 0 then
+  local fields = last[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'n' and (fields[i + 1] == 'done' or fields[i + 1] == 'error') then
+      return 0
+    end
+  end
+  next_id = tonumber(string.match(last[1][1], '^(%d+)')) + 1
+end
+redis.call('XADD', KEYS[1], next_id .. '-0', 'n', ARGV[1], 'd', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return next_id
+"""
+
+
+async def buffered_events(buffer: StreamBuffer, turn_id: uuid.UUID) -> list[BufferedEvent]:
+    """Every event of the turn's buffer, in order (what an orphan's partial answer is
+    recovered from)."""
+    entries: Any = await buffer.redis.client.xrange(buffer.events_key(turn_id))
+    return [_decode(entry) for entry in entries]
+
+
+async def append_terminal(
+    buffer: StreamBuffer, turn_id: uuid.UUID, name: str, data: dict[str, Any]
+) -> int:
+    """End the turn's buffered stream with `name` (done or error) on behalf of a producer
+    that is gone; the event's id, or 0 when there is no buffer or it has already ended."""
+    payload = json.dumps(data, separators=(",", ":"), default=str)
+    keys = [buffer.events_key(turn_id), buffer.owner_key(turn_id)]
+    result = await buffer.redis.client.eval(
+        _APPEND_TERMINAL, 2, *keys, name, payload, str(buffer.ttl)
+    )
+    return int(result or 0)
+
+
 def _decode(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
     entry_id, fields = entry
     raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

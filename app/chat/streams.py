@@ -1,8 +1,13 @@
-"""The runs of this process, and the Redis channel that lets any process reach them.
+"""The runs of this process, and the Redis channels that let any process reach them.
 
 A stop request or a resuming client may arrive at a process other than the one generating
-the answer. Every process listens on one control channel; a message names a turn, and the
-process that runs it acts (stop it, or note that a remote client is following it).
+the answer. Every process listens on a shared control channel (a resuming client announces
+itself there: the process that runs the turn notes it) and on its own channel, named after
+its process id, which is the turn's lease owner: a stop is published there, so "somebody
+received it" means "the process running the turn received it" (docs/adr/0016).
+
+At shutdown every local run is stopped as a stop request would (the stream ends with `done`,
+status `incomplete`, partial answer kept), and resuming clients are told to reconnect.
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
+from app.chat.process import process_id
 from app.chat.runner import PreparedTurn, TurnEvent
 from app.chat.sse import Finisher, RunHandle
 from app.chat.stream_buffer import StreamBuffer
 from app.core.redis import RedisHandle
+
+if TYPE_CHECKING:
+    from app.chat.leases import TurnLeases
 
 logger = logging.getLogger(__name__)
 
@@ -28,14 +38,33 @@ def owner_of(turn: PreparedTurn) -> str:
     return f"{turn.tenant_id}:{turn.user_id}"
 
 
+def _stop_soon(run: RunHandle) -> None:
+    """Stop `run` once its task has taken its first step: a task cancelled before it starts
+    never runs its cleanup (no turn stored, no `done`)."""
+    asyncio.get_running_loop().call_soon(run.stop, "shutdown")
+
+
 class StreamHub:
     def __init__(self, redis: RedisHandle, buffer: StreamBuffer) -> None:
         self.redis = redis
         self.buffer = buffer
         self.runs: dict[uuid.UUID, RunHandle] = {}
         self.channel = redis.key("stream-control")
+        self.own_channel = self.owner_channel(process_id())
         self._listener: asyncio.Task[None] | None = None
         self._closing = False
+        self._writers: set[asyncio.Task[None]] = set()
+        self.shutting_down = asyncio.Event()
+        """Set at shutdown: resuming clients end, new runs are stopped at once."""
+        self.leases: TurnLeases | None = None
+        """Set in lifespan: finishing orphaned turns needs the database."""
+
+    def owner_channel(self, owner: str) -> str:
+        return self.redis.key("stream-control", owner)
+
+    def running(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """(tenant, turn) of the runs of this process."""
+        return [(run.turn.tenant_id, turn_id) for turn_id, run in list(self.runs.items())]
 
     def start(
         self,
@@ -47,19 +76,44 @@ class StreamHub:
     ) -> RunHandle:
         writer = self.buffer.writer(turn.turn_id, owner_of(turn)) if buffered else None
         run = RunHandle(turn, events, writer, finishers)
+        if writer is not None:
+            self._writers.add(writer.task)
+            writer.task.add_done_callback(self._writers.discard)
         self.runs[turn.turn_id] = run
         run.task.add_done_callback(lambda _: self.runs.pop(turn.turn_id, None))
+        if self.shutting_down.is_set():  # admitted as the process began to stop
+            _stop_soon(run)
         return run
 
-    async def stop(self, turn_id: uuid.UUID) -> bool:
-        """Stop a turn wherever it runs: here directly, elsewhere through the channel. False
-        when no process received the stop (none listens: nobody can be running the turn)."""
+    async def stop(self, turn_id: uuid.UUID, owner: str | None = None) -> bool:
+        """Stop a turn wherever it runs: here directly, elsewhere through its owner's channel
+        (the shared one for a turn without an owner). False when no process received the
+        stop: the owner is gone."""
         run = self.runs.get(turn_id)
         if run is not None:
             run.stop()
             return True
-        receivers = await self.redis.client.publish(self.channel, f"{STOP}:{turn_id}")
+        channel = self.channel if owner is None else self.owner_channel(owner)
+        receivers = await self.redis.client.publish(channel, f"{STOP}:{turn_id}")
         return int(receivers) > 0
+
+    def begin_shutdown(self) -> None:
+        """Stop every local run (each ends its stream with `done`, status incomplete) and
+        tell resuming clients to go elsewhere. Safe to call more than once."""
+        self.shutting_down.set()
+        for run in list(self.runs.values()):
+            _stop_soon(run)
+
+    async def drain(self, wait_seconds: float) -> None:
+        """Wait (bounded) for the stopped runs to store their turns and for their buffers
+        to be written: the last event must reach Redis before the process exits."""
+        self.begin_shutdown()
+        tasks = [run.task for run in list(self.runs.values())]
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_seconds)
+        tasks = list(self._writers)  # the runs' last events, on their way to Redis
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_seconds)
 
     async def announce_attached(self, turn_id: uuid.UUID) -> None:
         """A resuming client follows this turn: its generation must not time out."""
@@ -90,7 +144,7 @@ class StreamHub:
         while not self._closing:
             try:
                 async with self.redis.client.pubsub() as pubsub:  # closed on the way out
-                    await pubsub.subscribe(self.channel)
+                    await pubsub.subscribe(self.channel, self.own_channel)
                     while not self._closing:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=0.5

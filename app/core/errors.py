@@ -8,6 +8,7 @@ validation errors and `request_id` always). Unexpected exceptions are caught by
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.core.db_outage import is_db_unavailable
 from app.core.request_context import current_request_id
 
 logger = logging.getLogger(__name__)
@@ -159,8 +161,10 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
-async def _database_error(_: Request, exc: Exception) -> JSONResponse:
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DBAPIError)
+    if is_db_unavailable(exc):
+        return await _database_unavailable(request, exc)
     sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
     if sqlstate.startswith("22"):  # data exception: e.g. a NUL character in a text value
         return error_response(
@@ -183,9 +187,33 @@ async def _pool_exhausted(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+DB_RETRY_AFTER_SECONDS = 5
+
+
+async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    logger.warning("database unavailable", extra={"error": type(exc).__name__})
+    return error_response(
+        503,
+        "database_unavailable",
+        "The database cannot be reached right now; retry shortly.",
+        headers={"Retry-After": str(DB_RETRY_AFTER_SECONDS)},
+    )
+
+
+async def _connection_error(request: Request, exc: Exception) -> JSONResponse:
+    """A refused or reset connection that escaped its client: asyncpg raises these raw when
+    PostgreSQL is down (Redis and HTTP clients wrap theirs)."""
+    if is_db_unavailable(exc):
+        return await _database_unavailable(request, exc)
+    logger.error("connection error", exc_info=exc)
+    return error_response(500, "internal_error", "Internal server error.")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(PoolTimeout, _pool_exhausted)
+    app.add_exception_handler(ConnectionError, _connection_error)
+    app.add_exception_handler(socket.gaierror, _connection_error)

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, DateTime, ForeignKeyConstraint, Index, Integer, Text
+from sqlalchemy import CheckConstraint, DateTime, ForeignKeyConstraint, Index, Integer, Text, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -35,6 +35,11 @@ class QueryHistory(TenantOwned, Timestamped, Base):
         Index("ix_query_history_session_created", "tenant_id", "session_id", "created_at"),
         Index("ix_query_history_tenant_created", "tenant_id", "created_at", "id"),
         Index("ix_query_history_user_created", "tenant_id", "user_id", "created_at"),
+        Index(
+            "ix_query_history_pending_lease",
+            "lease_expires_at",
+            postgresql_where=text("status = 'pending'"),
+        ),
     )
 
     session_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
@@ -54,4 +59,10 @@ class QueryHistory(TenantOwned, Timestamped, Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     latency_ms: Mapped[int | None] = mapped_column(Integer)
     idempotency_key: Mapped[str | None] = mapped_column(Text)
+    """The Redis key of the turn's idempotency claim and the request's fingerprint (one per
+    line), so whoever finishes an orphaned turn can store its answer under the key."""
+    lease_owner: Mapped[str | None] = mapped_column(Text)
+    """The API process running the turn (while it is pending)."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Renewed by the owner while the turn runs; a pending turn past it is an orphan."""
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,6 +1,7 @@
 """persist: one statement completes the turn's row and touches the session (with its new
 summary); then the history cache is refreshed — extended by this turn when no other turn of
-the session finished meanwhile, else rebuilt from PostgreSQL."""
+the session finished meanwhile, else rebuilt from PostgreSQL. While PostgreSQL cannot be
+reached the write is retried for `THREADLINE_DB_WRITE_RETRY_SECONDS`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from app.chat.history import HistorySnapshot
 from app.chat.repository import TurnRepository
+from app.core.db_outage import retry_through_outage
 from app.graph.context import TurnContext
 from app.graph.state import HistoryTurn, TurnState
 from app.privacy.pii import anonymize
@@ -28,32 +30,41 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     if state["new_summary"] is not None:
         new_summary = (state["new_summary"], state["new_summarized_turns"])
     summary = new_summary or (state["summary"], state["summarized_turns"])
-    async with ctx.transaction(tenant) as db:
-        others = await TurnRepository(db, tenant).complete(
-            uuid.UUID(state["turn_id"]),
-            session,
-            new_summary,
-            answer=answer,
-            query_composition=state["query_composition"],
-            context_metadata=metadata,
-            model=state["model"],
-            prompt_tokens=state["usage"]["prompt_tokens"],
-            completion_tokens=state["usage"]["completion_tokens"],
-            latency_ms=latency_ms,
-        )
-        if others == state["finished_turns"]:  # nothing else finished since load_history
-            loaded = HistorySnapshot(
-                turns=state["recent_turns"],
-                total=others,
-                summary=summary[0],
-                summarized_turns=summary[1],
+
+    async def write() -> HistorySnapshot:
+        async with ctx.transaction(tenant) as db:
+            others = await TurnRepository(db, tenant).complete(
+                uuid.UUID(state["turn_id"]),
+                session,
+                new_summary,
+                answer=answer,
+                query_composition=state["query_composition"],
+                context_metadata=metadata,
+                model=state["model"],
+                prompt_tokens=state["usage"]["prompt_tokens"],
+                completion_tokens=state["usage"]["completion_tokens"],
+                latency_ms=latency_ms,
             )
-            this_turn = HistoryTurn(
-                turn_id=state["turn_id"], user_query=query, answer=answer, status="complete"
-            )
-            snapshot = ctx.history.extended(loaded, this_turn, summary)
-        else:
-            # The summary as stored (another turn may have folded meanwhile), not as loaded.
-            snapshot = await ctx.history.snapshot(db, tenant, session, new_summary)
+            if others == state["finished_turns"]:  # nothing else finished since load_history
+                loaded = HistorySnapshot(
+                    turns=state["recent_turns"],
+                    total=others,
+                    summary=summary[0],
+                    summarized_turns=summary[1],
+                )
+                this_turn = HistoryTurn(
+                    turn_id=state["turn_id"], user_query=query, answer=answer, status="complete"
+                )
+                snapshot = ctx.history.extended(loaded, this_turn, summary)
+            else:
+                # The summary as stored (another turn may have folded meanwhile), not as loaded.
+                snapshot = await ctx.history.snapshot(db, tenant, session, new_summary)
+        return snapshot
+
+    # The answer has been generated (and maybe streamed whole): a database outage must not
+    # turn it into a failed turn. The write is one transaction, safe to repeat.
+    snapshot = await retry_through_outage(
+        write, budget_seconds=ctx.settings.db_write_retry_seconds, what="persist"
+    )
     await ctx.history.store(tenant, session, snapshot)  # after the commit
     return {"status": "complete", "context_metadata": {"latency_ms": latency_ms}}
