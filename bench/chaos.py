@@ -28,7 +28,7 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,12 +36,14 @@ import httpx
 
 from bench.chaos_client import StreamResult, run_client
 from bench.chaos_report import PhaseReport, Row, print_reports, tally
-from bench.chaos_stack import EXIT_SECONDS, Stack
+from bench.chaos_stack import EXIT_SECONDS, READY_SECONDS, Stack
 from bench.chat_overhead import PASSWORD
 
-PHASES = ("nofault", "redis", "sigkill", "sigterm", "postgres")
+FAULTS = ("redis", "sigkill", "sigterm", "postgres")
+PHASES = ("nofault", *FAULTS)
 MAX_ATTEMPTS = 8
 SETUP_ATTEMPTS = 10
+WARM_UP_STREAMS = 8
 MID_ANSWER_LIMIT_SECONDS = 30.0
 T = TypeVar("T")
 
@@ -72,14 +74,16 @@ def _inject(stack: Stack, phase: str, options: Options) -> None:
         stack.postgres.start()
 
 
-def _restore(stack: Stack) -> None:
-    """Back to two ready API processes before the next phase (a graceful exit first)."""
+def _restore(stack: Stack, phase: str) -> None:
+    """Back to two ready API processes before the next phase."""
+    if phase == "sigterm":  # let the graceful shutdown finish (uvicorn's bound is 10 s)
+        stack.apis[1].wait(EXIT_SECONDS)
     for index, api in enumerate(stack.apis):
-        if not api.running or api.wait(0):
-            api.wait(EXIT_SECONDS)
+        if not api.running:
             stack.restart_api(index)
-    for index in range(len(stack.apis)):
-        stack.wait_ready(index)
+    for index, api in enumerate(stack.apis):
+        if not stack.wait_ready(index):
+            print(f"  ({api.name} not ready after {READY_SECONDS:.0f} s: going on)", flush=True)
 
 
 async def _with_retries(make: Callable[[], Awaitable[T]]) -> T:
@@ -152,7 +156,7 @@ async def _drive(stack: Stack, phase: str, options: Options) -> tuple[list[Strea
         ]
         await _mid_answer(results, options.fault_after)
         fault_at = time.monotonic() - started
-        if phase != "nofault":
+        if phase in FAULTS:
             await asyncio.to_thread(_inject, stack, phase, options)
         _, late = await asyncio.wait(tasks, timeout=options.client_timeout + 30)
         for task in late:  # run_client bounds itself; this is the backstop
@@ -204,7 +208,6 @@ def run_phase(stack: Stack, phase: str, options: Options) -> PhaseReport:
     report.fault_at = None if phase == "nofault" else fault_at
     report.pending_wait_s = waited
     report.wall_s = time.monotonic() - started
-    _restore(stack)
     return report
 
 
@@ -250,8 +253,11 @@ def main() -> None:
         stack.start()
         print(f"two API processes {stack.bases}, model {args.tokens} tokens at "
               f"{args.interval * 1000:.0f} ms, Redis :{stack.redis_port}")  # fmt: skip
+        # Cold processes answer their first turns slowly: warm both before the baseline.
+        asyncio.run(_drive(stack, "warmup", replace(options, streams=WARM_UP_STREAMS)))
         for phase in phases:
             reports.append(run_phase(stack, phase, options))
+            _restore(stack, phase)
     finally:
         stack.close()
         if reports:
