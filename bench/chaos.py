@@ -198,6 +198,7 @@ def _settled_rows(url: str, sessions: list[str], wait: float) -> tuple[list[Row]
 def run_phase(stack: Stack, phase: str, options: Options) -> PhaseReport:
     print(f"\n-- phase {phase}: {options.streams} streams", flush=True)
     started = time.monotonic()
+    marks = stack.log_marks()
     results, fault_at = asyncio.run(_drive(stack, phase, options))
     print(f"  clients ended after {time.monotonic() - started:.1f} s; counting", flush=True)
     assert stack.postgres is not None
@@ -208,6 +209,7 @@ def run_phase(stack: Stack, phase: str, options: Options) -> PhaseReport:
     report.fault_at = None if phase == "nofault" else fault_at
     report.pending_wait_s = waited
     report.wall_s = time.monotonic() - started
+    report.logged = stack.log_messages(marks)
     return report
 
 
@@ -253,9 +255,10 @@ def main() -> None:
         stack.start()
         print(f"two API processes {stack.bases}, model {args.tokens} tokens at "
               f"{args.interval * 1000:.0f} ms, Redis :{stack.redis_port}")  # fmt: skip
-        # Cold processes answer their first turns slowly: warm both before the baseline.
-        asyncio.run(_drive(stack, "warmup", replace(options, streams=WARM_UP_STREAMS)))
+        warm_up = replace(options, streams=WARM_UP_STREAMS)
         for phase in phases:
+            # Cold processes answer their first turns slowly: warm both (restarted ones too).
+            asyncio.run(_drive(stack, "warmup", warm_up))
             reports.append(run_phase(stack, phase, options))
             _restore(stack, phase)
     finally:

@@ -36,6 +36,8 @@ class PhaseReport:
     resumes: int = 0
     ttft: list[float] = field(default_factory=list)
     wall_s: float = 0.0
+    logged: Counter[str] = field(default_factory=Counter)
+    """Warnings and errors the API processes logged during the phase, by message."""
 
     def targets(self) -> dict[str, int]:
         """Each target's figure; every one should be 0."""
@@ -132,6 +134,8 @@ def print_reports(reports: list[PhaseReport]) -> None:
         ended = ", ".join(f"{k} {v}" for k, v in r.ended.most_common())
         breaks = ", ".join(f"{k} {v}" for k, v in r.breaks.most_common(6)) or "none"
         print(f"\n{r.name}: clients ended: {ended}\n  attempts broken by: {breaks}")
+        for message, count in r.logged.most_common(5):
+            print(f"  logged {count:>5} x {message}")
     print("\ntargets (each 0, with nothing lost):")
     for r in reports:
         verdicts = "   ".join(

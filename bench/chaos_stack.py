@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +29,7 @@ from bench.common import ROOT, free_port
 
 READY_SECONDS = 60.0
 EXIT_SECONDS = 30.0
+LOUD_LEVELS = ("warning", "error", "critical")
 
 
 def _wait_port(port: int, seconds: float) -> bool:
@@ -206,6 +209,25 @@ class Stack:
         api.stop()
         api.start()
         return self.wait_ready(index)
+
+    def log_marks(self) -> dict[Path, int]:
+        """Where the API processes' logs end now (see `log_messages`)."""
+        return {api.log: api.log.stat().st_size if api.log.exists() else 0 for api in self.apis}
+
+    def log_messages(self, marks: dict[Path, int]) -> Counter[str]:
+        """Warnings and errors the API processes logged since `marks`, by message."""
+        found: Counter[str] = Counter()
+        for path, offset in marks.items():
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                for line in handle.read().decode(errors="replace").splitlines():
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(record, dict) and record.get("level") in LOUD_LEVELS:
+                        found[f"{record['level']}: {str(record.get('msg'))[:70]}"] += 1
+        return found
 
     def kill_redis_and_restart(self, down_seconds: float) -> None:
         self.redis.signal(signal.SIGKILL)
