@@ -21,6 +21,14 @@ from bench.fake_openai import LAST_WORD
 
 RETRY_STATUSES = {409, 429, 500, 502, 503, 504}
 BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+MAX_RETRY_AFTER_SECONDS = 10.0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
 
 
 @dataclass
@@ -130,6 +138,7 @@ async def run_client(
             # A retried POST replays the whole stream: start the text over.
             result.text, attempt = "", _Attempt()
         remaining = max(1.0, deadline - time.monotonic())
+        retry_after, result.http_error = None, None
         try:
             async with asyncio.timeout(remaining):
                 method = "GET" if resume else "POST"
@@ -146,9 +155,9 @@ async def run_client(
                         result.breaks.append(f"HTTP {response.status_code}")
                         if response.status_code not in RETRY_STATUSES:
                             break
+                        retry_after = _retry_after(response)
                     else:
-                        result.http_error = None
-                        result.turn_id = result.turn_id or response.headers.get("X-Turn-Id")
+                        result.turn_id = response.headers.get("X-Turn-Id") or result.turn_id
                         await _read_events(response, result, attempt)
                         if result.terminal is None:
                             result.breaks.append("ended without a terminal event")
@@ -160,5 +169,7 @@ async def run_client(
         if result.terminal is None:
             failures += 1
             delay = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS)) - 1]
+            if retry_after is not None:
+                delay = min(retry_after, MAX_RETRY_AFTER_SECONDS)
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
     return result

@@ -28,6 +28,8 @@ class PhaseReport:
     max_per_key: int = 0
     keys_without_turn: int = 0
     without_terminal: int = 0
+    gave_up_http: int = 0
+    """Clients whose last attempt got an HTTP error answer (a JSON error, not a cut stream)."""
     never_delivered: int = 0
     complete_stored_failed: int = 0
     ended: Counter[str] = field(default_factory=Counter)
@@ -63,7 +65,8 @@ def tally(phase: str, results: list[StreamResult], rows: list[Row]) -> PhaseRepo
         report.extra_rows += max(0, len(turns) - 1)
         report.max_per_key = max(report.max_per_key, len(turns))
         report.keys_without_turn += not turns
-        report.without_terminal += r.terminal is None
+        report.without_terminal += r.terminal is None and r.http_error is None
+        report.gave_up_http += r.terminal is None and r.http_error is not None
         for turn_id, status in turns:
             if status == "complete" and turn_id not in r.done_turn_ids:
                 report.never_delivered += 1
@@ -106,6 +109,7 @@ LINES: list[tuple[str, Callable[[PhaseReport], object]]] = [
     ("  extra turns (max/key)", lambda r: f"{r.extra_rows} ({r.max_per_key})"),
     ("keys with no turn", lambda r: r.keys_without_turn),
     ("streams w/o terminal event", lambda r: r.without_terminal),
+    ("gave up on an HTTP error", lambda r: r.gave_up_http),
     ("stored complete, undelivered", lambda r: r.never_delivered),
     ("complete stored as failed", lambda r: r.complete_stored_failed),
     ("POSTs / resumes", lambda r: f"{r.posts} / {r.resumes}"),
