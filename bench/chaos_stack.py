@@ -226,7 +226,8 @@ class Stack:
                     except ValueError:
                         continue
                     if isinstance(record, dict) and record.get("level") in LOUD_LEVELS:
-                        found[f"{record['level']}: {str(record.get('msg'))[:70]}"] += 1
+                        message = str(record.get("msg")).strip().splitlines()[0][:70]
+                        found[f"{record['level']}: {message}"] += 1
         return found
 
     def kill_redis_and_restart(self, down_seconds: float) -> None:
