@@ -1,0 +1,143 @@
+"""A slow OpenAI-compatible model server on loopback, for benchmarks that need a real network
+hop to the model (the app reaches it through THREADLINE_LLM=openai-compatible).
+
+    python -m bench.fake_openai --port 8900 [--tokens 30] [--interval 0.2]
+
+`POST /v1/chat/completions` answers every prompt with the same `--tokens` words, one every
+`--interval` seconds: streamed as `chat.completion.chunk` events ending with a usage chunk
+(when `stream_options.include_usage` asks for it) and `[DONE]`, or, unstreamed, as one
+`chat.completion` after the same total time. Tools offered are ignored: the model always
+answers in text, so the app's tool loop ends after one call. A plain ASGI app, so that the
+server itself costs next to nothing beside the process under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+LAST_WORD = "finis."
+"""The answer's last word: a client that saw it received the whole answer."""
+
+
+def answer_words(tokens: int) -> list[str]:
+    """The answer, word by word (each word one streamed token)."""
+    return [f"word{i:02d} " for i in range(tokens - 1)] + [LAST_WORD]
+
+
+class FakeOpenAI:
+    """The ASGI app: a model that takes `tokens * interval` seconds to answer."""
+
+    def __init__(self, tokens: int, interval: float) -> None:
+        self.words = answer_words(tokens)
+        self.interval = interval
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
+            await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request: dict[str, Any] = json.loads(raw or b"{}")
+        model = str(request.get("model", "fake"))
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request["messages"])
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(self.words),
+            "total_tokens": prompt_tokens + len(self.words),
+        }
+        if request.get("stream"):
+            wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+            await self._stream(send, model, usage if wants_usage else None)
+            return
+        await asyncio.sleep(self.interval * len(self.words))
+        await _json(send, 200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{
+                "index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "".join(self.words)},
+            }],
+            "usage": usage,
+        })  # fmt: skip
+
+    async def _stream(self, send: Send, model: str, usage: dict[str, int] | None) -> None:
+        await send({
+            "type": "http.response.start", "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        })  # fmt: skip
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model,
+        }  # fmt: skip
+
+        async def chunk(payload: dict[str, Any]) -> None:
+            body = f"data: {json.dumps({**base, **payload})}\n\n".encode()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        first = {"role": "assistant", "content": ""}
+        await chunk({"choices": [{"index": 0, "delta": first, "finish_reason": None}]})
+        for word in self.words:
+            await asyncio.sleep(self.interval)
+            delta = {"content": word}
+            await chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if usage is not None:
+            await chunk({"choices": [], "usage": usage})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=30)
+    parser.add_argument("--interval", type=float, default=0.2)
+    args = parser.parse_args()
+    app = FakeOpenAI(args.tokens, args.interval)
+    # Loopback only: this server exists for benchmarks on this machine.
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
