@@ -21,7 +21,7 @@ from app.audit.schemas import (
 )
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
-from app.core.errors import BadRequest, NotFound
+from app.core.errors import BadRequest, NotFound, error_responses
 from app.core.pagination import Cursor, split_page
 from app.models import AuditLog, QueryHistory
 
@@ -43,7 +43,7 @@ def _summary(turn: QueryHistory) -> AuditTurn:
     )
 
 
-@router.get("/turns", response_model=AuditTurnPage)
+@router.get("/turns", response_model=AuditTurnPage, responses=error_responses(400))
 async def list_turns(
     admin: AdminPrincipal,
     db: DbSession,
@@ -127,7 +127,7 @@ def _after_entry(token: str) -> int:
         raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
 
 
-@router.get("/log", response_model=AuditLogPage)
+@router.get("/log", response_model=AuditLogPage, responses=error_responses(400))
 async def list_log(
     admin: AdminPrincipal,
     db: DbSession,

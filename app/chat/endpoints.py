@@ -19,7 +19,7 @@ from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answe
 from app.chat.service import prepare_turn
 from app.chat.sse import SSE_HEADERS, Finisher, event_stream, format_event
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable, error_responses
 from app.core.resources import Resources
 from app.observability import metrics
 
@@ -31,12 +31,15 @@ _STREAM_DOC: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
 }
+# A turn: its session or attachments unknown (404), a retry of a request that failed (409),
+# a rate limit or quota (429).
+_TURN_ERRORS = error_responses(404, 409, 429)
 IdempotencyKey = Annotated[
     str | None,
     Header(alias="Idempotency-Key", description="Retries with this key never run twice."),
 ]
 _JOIN_ATTEMPTS = 100
-LastEventId = Annotated[str | None, Header(alias="Last-Event-ID")]
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^\s*[0-9]{1,18}\s*$")]
 
 
 async def _claim(
@@ -80,7 +83,7 @@ def _finishers(resources: Resources, claim: Claim | None) -> tuple[Finisher, ...
     return (guards.account, guards.idempotency.finisher(claim))
 
 
-@router.post("/chat", response_model=ChatResponse)
+@router.post("/chat", response_model=ChatResponse, responses=_TURN_ERRORS)
 async def chat(
     body: ChatRequest,
     principal: CurrentPrincipal,
@@ -138,7 +141,11 @@ async def _stored_answer(resources: Resources, claim: Claim) -> ChatResponse:
     return ChatResponse.model_validate(record["response"])
 
 
-@router.post("/chat/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
+@router.post(
+    "/chat/stream",
+    response_class=StreamingResponse,
+    responses={**_STREAM_DOC, **_TURN_ERRORS},
+)
 async def chat_stream(
     body: ChatRequest,
     principal: CurrentPrincipal,
@@ -213,7 +220,11 @@ async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
     yield format_event(4, "done", response)
 
 
-@router.get("/chat/{turn_id}/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
+@router.get(
+    "/chat/{turn_id}/stream",
+    response_class=StreamingResponse,
+    responses={**_STREAM_DOC, **error_responses(400)},
+)
 async def resume_stream(
     turn_id: uuid.UUID,
     principal: CurrentPrincipal,
@@ -233,7 +244,15 @@ async def resume_stream(
     return StreamingResponse(_counted(stream), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-@router.post("/chat/{turn_id}/stop", status_code=202, response_model=StopResponse)
+@router.post(
+    "/chat/{turn_id}/stop",
+    status_code=202,
+    response_model=StopResponse,
+    responses={
+        200: {"model": StopResponse, "description": "Stored `incomplete` here"},
+        **error_responses(409),
+    },
+)
 async def stop_turn(
     turn_id: uuid.UUID,
     principal: CurrentPrincipal,

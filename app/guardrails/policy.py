@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,7 +35,7 @@ class GuardrailOverrides(BaseModel):
     topics: list[str] | None = Field(default=None, max_length=100)
     """Allowed topics (words or short phrases); empty or null: any topic."""
     faq_threshold: float | None = Field(default=None, gt=0, le=1)
-    smalltalk: bool | None = None
+    smalltalk: StrictBool | None = None
 
 
 @dataclass(frozen=True)

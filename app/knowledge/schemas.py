@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from app.ingestion.extract import MARKDOWN, TEXT
 
@@ -53,7 +53,7 @@ class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
-    k: int = Field(default=10, ge=1, le=100)
+    k: StrictInt = Field(default=10, ge=1, le=100)
 
 
 class SearchHit(BaseModel):
