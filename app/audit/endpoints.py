@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import uuid
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -22,6 +21,7 @@ from app.audit.schemas import (
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
 from app.core.errors import BadRequest, NotFound, error_responses
+from app.core.json_types import DateTimeParam
 from app.core.pagination import Cursor, split_page
 from app.models import AuditLog, QueryHistory
 
@@ -49,8 +49,8 @@ async def list_turns(
     db: DbSession,
     user_id: uuid.UUID | None = None,
     session_id: uuid.UUID | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTimeParam | None = None,
+    until: DateTimeParam | None = None,
     composition: turns.Composition | None = None,
     min_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_quality: Annotated[float | None, Query(ge=0, le=1)] = None,

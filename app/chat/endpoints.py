@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import CurrentPrincipal, Principal
-from app.chat.idempotency import Claim, fingerprint
+from app.chat.idempotency import MAX_KEY_CHARS, Claim, fingerprint
 from app.chat.repository import TurnRepository
 from app.chat.resume import check_resumable, parse_last_event_id, resumed_stream
 from app.chat.runner import PreparedTurn
@@ -28,7 +28,20 @@ router = APIRouter(tags=["chat"])
 _STREAM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: meta, token…, sources, done — or error.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {
+            "text/event-stream": {
+                "schema": {  # each event (ADR 0006); `data` is a JSON object
+                    "type": "object",
+                    "required": ["event", "data"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "event": {"type": "string"},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                        "retry": {"type": "integer"},
+                    },
+                }
+            }
+        },
     }
 }
 # A turn: its session or attachments unknown (404), a retry of a request that failed (409),
@@ -36,10 +49,16 @@ _STREAM_DOC: dict[int | str, dict[str, Any]] = {
 _TURN_ERRORS = error_responses(404, 409, 429)
 IdempotencyKey = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", description="Retries with this key never run twice."),
+    Header(
+        alias="Idempotency-Key",
+        description="Retries with this key never run twice.",
+        max_length=MAX_KEY_CHARS,
+        pattern=r"\S",
+    ),
 ]
 _JOIN_ATTEMPTS = 100
-LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^\s*[0-9]{1,18}\s*$")]
+# An event id; empty: from the start.
+LastEventId = Annotated[str, Header(alias="Last-Event-ID", pattern=r"^\s*[0-9]{0,18}\s*$")]
 
 
 async def _claim(
@@ -229,7 +248,7 @@ async def resume_stream(
     turn_id: uuid.UUID,
     principal: CurrentPrincipal,
     resources: ResourcesDep,
-    last_event_id: LastEventId = None,
+    last_event_id: LastEventId = "",
 ) -> StreamingResponse:
     """Resume an interrupted stream: the events after `Last-Event-ID` (all without it), then
     the live rest. Works on any API process while the stream's buffer lasts."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.graph.state import ChatMessage
 
@@ -13,7 +13,7 @@ MAX_ATTACHMENTS = 20
 NOT_BLANK = r"\S"
 # `message` or `messages`, never both: what `_one_conversation` checks, stated in the schema.
 # (That the last of `messages` is the user's, no JSON Schema can say.)
-_ONE_CONVERSATION = [
+_ONE_CONVERSATION: list[JsonValue] = [
     {
         "required": ["message"],
         "properties": {"message": {"type": "string"}, "messages": {"type": "null"}},

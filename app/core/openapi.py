@@ -78,7 +78,7 @@ def document_errors(
             if not isinstance(route, APIRoute) or not route.include_in_schema:
                 continue
             derived = route_errors(route, by_dependency)
-            for method in route.methods:
+            for method in route.methods or ():
                 _add_errors(operations[method.lower()], derived, declared=route.responses)
         for unused in ("HTTPValidationError", "ValidationError"):
             schemas.pop(unused, None)

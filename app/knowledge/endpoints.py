@@ -40,9 +40,10 @@ _BODY = {
                         "file": {"type": "string", "format": "binary"},
                         "title": {"type": "string"},
                         "external_id": {"type": "string"},
-                        "metadata": {"type": "string", "description": "a JSON object"},
+                        "metadata": {"type": "object"},
                     },
-                }
+                },
+                "encoding": {"metadata": {"contentType": "application/json"}},
             },
             "application/json": {"schema": TextDocumentIn.model_json_schema()},
         },
