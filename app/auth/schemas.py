@@ -64,7 +64,11 @@ class CreateUserRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     email: str = Field(max_length=254, pattern=EMAIL_PATTERN)
-    password: str = Field(min_length=8, max_length=1024, pattern=NEW_PASSWORD_PATTERN)
+    # Documented here, enforced by the service (422 `weak_password`, with the configured length).
+    password: str = Field(
+        max_length=1024,
+        json_schema_extra={"minLength": 8, "pattern": NEW_PASSWORD_PATTERN},
+    )
     role: Role = "member"
 
     _email = field_validator("email")(normalise_email)
