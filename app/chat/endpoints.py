@@ -52,13 +52,15 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         description="Retries with this key never run twice.",
-        max_length=MAX_KEY_CHARS,
-        pattern=r"\S",
+        # Checked by the idempotency store (422 `invalid_idempotency_key`).
+        json_schema_extra={"maxLength": MAX_KEY_CHARS, "pattern": r"\S"},
     ),
 ]
 _JOIN_ATTEMPTS = 100
-# An event id; empty: from the start.
-LastEventId = Annotated[str, Header(alias="Last-Event-ID", pattern=r"^\s*[0-9]{0,18}\s*$")]
+# An event id; empty: from the start. Checked by `parse_last_event_id` (400).
+LastEventId = Annotated[
+    str, Header(alias="Last-Event-ID", json_schema_extra={"pattern": r"^\s*[0-9]{0,18}\s*$"})
+]
 
 
 async def _claim(
