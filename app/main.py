@@ -8,8 +8,10 @@ from app.attachments.endpoints import router as attachments_router
 from app.audit.endpoints import router as audit_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
+from app.auth.principal import authenticate, require_admin
 from app.chat.endpoints import router as chat_router
 from app.config import Settings, get_settings
+from app.core.deps import get_db
 from app.core.errors import install_error_handlers
 from app.core.logging import configure_logging
 from app.core.middleware import (
@@ -18,6 +20,7 @@ from app.core.middleware import (
     ContentTypeMiddleware,
     RequestContextMiddleware,
 )
+from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
@@ -65,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retention_router,
     ):
         app.include_router(router)
+    document_errors(app, {authenticate: (401,), require_admin: (403,), get_db: (503,)})
     return app
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import uuid
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -21,7 +20,8 @@ from app.audit.schemas import (
 )
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
-from app.core.errors import BadRequest, NotFound
+from app.core.errors import BadRequest, NotFound, error_responses
+from app.core.json_types import DateTimeParam
 from app.core.pagination import Cursor, split_page
 from app.models import AuditLog, QueryHistory
 
@@ -43,14 +43,14 @@ def _summary(turn: QueryHistory) -> AuditTurn:
     )
 
 
-@router.get("/turns", response_model=AuditTurnPage)
+@router.get("/turns", response_model=AuditTurnPage, responses=error_responses(400))
 async def list_turns(
     admin: AdminPrincipal,
     db: DbSession,
     user_id: uuid.UUID | None = None,
     session_id: uuid.UUID | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTimeParam | None = None,
+    until: DateTimeParam | None = None,
     composition: turns.Composition | None = None,
     min_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
@@ -134,7 +134,7 @@ def _after_entry(token: str) -> int:
     return entry_id
 
 
-@router.get("/log", response_model=AuditLogPage)
+@router.get("/log", response_model=AuditLogPage, responses=error_responses(400))
 async def list_log(
     admin: AdminPrincipal,
     db: DbSession,

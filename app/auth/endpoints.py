@@ -24,7 +24,7 @@ from app.auth.schemas import (
 )
 from app.auth.throttle import LoginThrottle
 from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import BadRequest, RefreshTokenReused
+from app.core.errors import BadRequest, RefreshTokenReused, error_responses
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
@@ -86,7 +86,7 @@ _LOGIN_BODY = {
     "/auth/token",
     response_model=TokenResponse,
     openapi_extra=_LOGIN_BODY,
-    responses={429: {"description": "Too many failed logins"}},
+    responses=error_responses(401, 429),
 )
 async def issue_token(
     request: Request,
@@ -112,7 +112,7 @@ async def issue_token(
     return TokenResponse(**pair.__dict__)
 
 
-@router.post("/auth/refresh", response_model=TokenResponse)
+@router.post("/auth/refresh", response_model=TokenResponse, responses=error_responses(401))
 async def refresh_token(
     body: RefreshRequest, response: Response, session: DbSession, settings: SettingsDep
 ) -> TokenResponse:
@@ -142,7 +142,12 @@ async def me(principal: CurrentPrincipal) -> MeResponse:
     )
 
 
-@admin_router.post("/users", response_model=UserResponse, status_code=status.HTTP_201_CREATED)
+@admin_router.post(
+    "/users",
+    response_model=UserResponse,
+    status_code=status.HTTP_201_CREATED,
+    responses=error_responses(409),
+)
 async def create_user(
     body: CreateUserRequest, admin: AdminPrincipal, session: DbSession, settings: SettingsDep
 ) -> UserResponse:

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import CurrentPrincipal, Principal
-from app.chat.idempotency import Claim, fingerprint
+from app.chat.idempotency import MAX_KEY_CHARS, Claim, fingerprint
 from app.chat.leases import TurnLeases
 from app.chat.repository import TurnRepository
 from app.chat.resume import Settle, check_resumable, parse_last_event_id, resumed_stream
@@ -20,7 +20,7 @@ from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answe
 from app.chat.service import prepare_turn
 from app.chat.sse import SSE_HEADERS, Finisher, event_stream, format_event
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable, error_responses
 from app.core.resources import Resources
 from app.observability import metrics
 
@@ -29,15 +29,39 @@ router = APIRouter(tags=["chat"])
 _STREAM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: meta, token…, sources, done — or error.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {
+            "text/event-stream": {
+                "schema": {  # each event (ADR 0006); `data` is a JSON object
+                    "type": "object",
+                    "required": ["event", "data"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "event": {"type": "string"},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                        "retry": {"type": "integer"},
+                    },
+                }
+            }
+        },
     }
 }
+# A turn: its session or attachments unknown (404), a retry of a request that failed (409),
+# a rate limit or quota (429).
+_TURN_ERRORS = error_responses(404, 409, 429)
 IdempotencyKey = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", description="Retries with this key never run twice."),
+    Header(
+        alias="Idempotency-Key",
+        description="Retries with this key never run twice.",
+        # Checked by the idempotency store (422 `invalid_idempotency_key`).
+        json_schema_extra={"maxLength": MAX_KEY_CHARS, "pattern": r"\S"},
+    ),
 ]
 _JOIN_ATTEMPTS = 100
-LastEventId = Annotated[str | None, Header(alias="Last-Event-ID")]
+# An event id; empty: from the start. Checked by `parse_last_event_id` (400).
+LastEventId = Annotated[
+    str, Header(alias="Last-Event-ID", json_schema_extra={"pattern": r"^\s*[0-9]{0,18}\s*$"})
+]
 
 
 async def _claim(
@@ -91,7 +115,7 @@ def _finishers(resources: Resources, claim: Claim | None) -> tuple[Finisher, ...
     return (guards.account, guards.idempotency.finisher(claim))
 
 
-@router.post("/chat", response_model=ChatResponse)
+@router.post("/chat", response_model=ChatResponse, responses=_TURN_ERRORS)
 async def chat(
     body: ChatRequest,
     principal: CurrentPrincipal,
@@ -165,7 +189,11 @@ def _leases(resources: Resources) -> TurnLeases:
     return leases
 
 
-@router.post("/chat/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
+@router.post(
+    "/chat/stream",
+    response_class=StreamingResponse,
+    responses={**_STREAM_DOC, **_TURN_ERRORS},
+)
 async def chat_stream(
     body: ChatRequest,
     principal: CurrentPrincipal,
@@ -253,12 +281,16 @@ async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
     yield format_event(4, "done", response)
 
 
-@router.get("/chat/{turn_id}/stream", response_class=StreamingResponse, responses=_STREAM_DOC)
+@router.get(
+    "/chat/{turn_id}/stream",
+    response_class=StreamingResponse,
+    responses={**_STREAM_DOC, **error_responses(400)},
+)
 async def resume_stream(
     turn_id: uuid.UUID,
     principal: CurrentPrincipal,
     resources: ResourcesDep,
-    last_event_id: LastEventId = None,
+    last_event_id: LastEventId = "",
 ) -> StreamingResponse:
     """Resume an interrupted stream: the events after `Last-Event-ID` (all without it), then
     the live rest. Works on any API process while the stream's buffer lasts."""
@@ -275,7 +307,15 @@ async def resume_stream(
     return StreamingResponse(_counted(stream), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-@router.post("/chat/{turn_id}/stop", status_code=202, response_model=StopResponse)
+@router.post(
+    "/chat/{turn_id}/stop",
+    status_code=202,
+    response_model=StopResponse,
+    responses={
+        200: {"model": StopResponse, "description": "Stored `incomplete` here"},
+        **error_responses(409),
+    },
+)
 async def stop_turn(
     turn_id: uuid.UUID,
     principal: CurrentPrincipal,

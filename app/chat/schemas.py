@@ -3,13 +3,26 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.graph.state import ChatMessage
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MESSAGES = 100
 MAX_ATTACHMENTS = 20
+NOT_BLANK = r"\S"
+# `message` or `messages`, never both: what `_one_conversation` checks, stated in the schema.
+# (That the last of `messages` is the user's, no JSON Schema can say.)
+_ONE_CONVERSATION: list[JsonValue] = [
+    {
+        "required": ["message"],
+        "properties": {"message": {"type": "string"}, "messages": {"type": "null"}},
+    },
+    {
+        "required": ["messages"],
+        "properties": {"messages": {"type": "array"}, "message": {"type": "null"}},
+    },
+]
 
 
 class MessageIn(BaseModel):
@@ -22,11 +35,11 @@ class MessageIn(BaseModel):
 class ChatRequest(BaseModel):
     """Either `message` (the newest user message) or `messages` ending with the user's."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": _ONE_CONVERSATION})
 
     session_id: uuid.UUID
-    message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
-    messages: list[MessageIn] | None = Field(default=None, max_length=MAX_MESSAGES)
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS, pattern=NOT_BLANK)
+    messages: list[MessageIn] | None = Field(default=None, min_length=1, max_length=MAX_MESSAGES)
     attachment_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
 
     @model_validator(mode="after")

@@ -15,9 +15,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.db_outage import is_db_unavailable
 from app.core.request_context import current_request_id
@@ -113,6 +115,42 @@ _STATUS_CODES = {
 }
 
 
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    request_id: str | None = None
+    details: list[dict[str, Any]] | None = None
+    """Validation errors (422): `loc`, `msg`, `type` of each."""
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+_DESCRIPTIONS = {
+    400: "Malformed request (`malformed_json`, `invalid_cursor`, ...)",
+    401: "Not authenticated",
+    403: "Not allowed (`admin_required`)",
+    404: "Not found, or not yours",
+    409: "Conflict with the current state",
+    413: "The body is too large",
+    415: "Unsupported Content-Type",
+    422: "Invalid request (`validation_error` with `details`, ...)",
+    429: "Too many requests (`Retry-After`)",
+    503: "Temporarily unavailable (`Retry-After`)",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, each with the error body's schema."""
+    return {
+        status: {"model": ErrorResponse, "description": _DESCRIPTIONS.get(status, "Error")}
+        for status in statuses
+    }
+
+
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"code": code, "message": message, **extra}
     request_id = current_request_id()
@@ -154,11 +192,30 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", f"{where}: {first['msg']}", details=errors)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _STATUS_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "Request failed."
-    return error_response(exc.status_code, code, message, exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return error_response(exc.status_code, code, message, headers)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method the path answers: the router's 405 names only those of the first route it
+    matched, and each method of a path is a route of its own."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    ]
 
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:

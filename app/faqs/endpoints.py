@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import Conflict
+from app.core.errors import Conflict, error_responses
 from app.faqs import service
 from app.models import Faq
 
@@ -49,7 +49,12 @@ class FaqList(BaseModel):
     items: list[FaqOut]
 
 
-@router.post("", response_model=FaqCreated, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    response_model=FaqCreated,
+    status_code=status.HTTP_201_CREATED,
+    responses=error_responses(409),
+)
 async def create_faq(
     body: FaqIn, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
 ) -> FaqCreated:

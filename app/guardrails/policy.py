@@ -12,11 +12,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.json_types import json_number
 from app.core.tenant_cache import TenantCache
 from app.models import Faq, Tenant
 
@@ -35,7 +36,9 @@ class GuardrailOverrides(BaseModel):
     topics: list[str] | None = Field(default=None, max_length=100)
     """Allowed topics (words or short phrases); empty or null: any topic."""
     faq_threshold: float | None = Field(default=None, gt=0, le=1)
-    smalltalk: bool | None = None
+    smalltalk: StrictBool | None = None
+
+    _number = field_validator("faq_threshold", mode="before")(json_number)
 
 
 @dataclass(frozen=True)

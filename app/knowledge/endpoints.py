@@ -6,12 +6,13 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import BadRequest, UnprocessableEntity
+from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.graph.budget import snippet
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
@@ -39,9 +40,10 @@ _BODY = {
                         "file": {"type": "string", "format": "binary"},
                         "title": {"type": "string"},
                         "external_id": {"type": "string"},
-                        "metadata": {"type": "string", "description": "a JSON object"},
+                        "metadata": {"type": "object"},
                     },
-                }
+                },
+                "encoding": {"metadata": {"contentType": "application/json"}},
             },
             "application/json": {"schema": TextDocumentIn.model_json_schema()},
         },
@@ -75,7 +77,7 @@ async def add_document(
         try:
             body = TextDocumentIn.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise UnprocessableEntity(_first_error(exc)) from exc
+            raise _as_request_error(exc) from exc
         upload = replace(from_bytes(body.text.encode(), None), content_type=body.content_type)
         title, external_id, metadata = body.title, body.external_id, body.metadata
     document, duplicate = await service.add_document(
@@ -103,13 +105,13 @@ def _metadata(raw: object) -> dict[str, Any]:
     return value
 
 
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"]) or "body"
-    return f"{where}: {error['msg']}"
+def _as_request_error(exc: ValidationError) -> RequestValidationError:
+    """Rendered like any JSON body's errors: malformed JSON is 400 `malformed_json`, the rest
+    422 with details."""
+    return RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in exc.errors()])
 
 
-@router.get("/documents", response_model=DocumentPage)
+@router.get("/documents", response_model=DocumentPage, responses=error_responses(400))
 async def list_documents(
     admin: AdminPrincipal,
     session: DbSession,

@@ -4,8 +4,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.core.json_types import json_number
 from app.ingestion.extract import MARKDOWN, TEXT
 
 
@@ -54,6 +55,8 @@ class SearchIn(BaseModel):
 
     query: str = Field(min_length=1, max_length=4000)
     k: int = Field(default=10, ge=1, le=100)
+
+    _number = field_validator("k", mode="before")(json_number)
 
 
 class SearchHit(BaseModel):

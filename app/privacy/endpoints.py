@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from app.audit.log import record
 from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
 from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import NotFound, TooManyRequests
+from app.core.errors import NotFound, TooManyRequests, error_responses
 from app.core.resources import Resources
 from app.models import AuditLog, ChatSession, QueryHistory, User
 from app.privacy.erasure import erase_user, purge_cache_keys, refuse_last_admin
@@ -48,7 +48,10 @@ class ErasureResponse(BaseModel):
 @router.get(
     "/me/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/json": {}}, "description": "The export"}},
+    responses={
+        200: {"content": {"application/json": {}}, "description": "The export"},
+        **error_responses(429),
+    },
 )
 async def export_me(principal: CurrentPrincipal, resources: ResourcesDep) -> StreamingResponse:
     """Everything held about the caller as one JSON document (`format_version`, `generated_at`,
@@ -165,12 +168,7 @@ async def _erase(
     return ErasureResponse(deleted=ErasureCounts(**erased.counts()))
 
 
-_LAST_ADMIN: dict[int | str, dict[str, Any]] = {
-    409: {"description": "The user is the tenant's last admin (`last_admin`)"}
-}
-
-
-@router.delete("/me", response_model=ErasureResponse, responses=_LAST_ADMIN)
+@router.delete("/me", response_model=ErasureResponse, responses=error_responses(404, 409))
 async def erase_me(
     principal: CurrentPrincipal, db: DbSession, resources: ResourcesDep
 ) -> ErasureResponse:
@@ -182,7 +180,10 @@ async def erase_me(
 
 
 @router.delete(
-    "/admin/users/{user_id}", response_model=ErasureResponse, tags=["admin"], responses=_LAST_ADMIN
+    "/admin/users/{user_id}",
+    response_model=ErasureResponse,
+    tags=["admin"],
+    responses=error_responses(404, 409),
 )
 async def erase_user_as_admin(
     user_id: uuid.UUID, admin: AdminPrincipal, db: DbSession, resources: ResourcesDep

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.audit.log import record
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
+from app.core.json_types import json_number
 from app.retention.policy import get_policy, set_policy
 
 router = APIRouter(prefix="/admin/retention", tags=["admin"])
@@ -22,6 +23,8 @@ class RetentionPolicy(BaseModel):
         le=36500,
         description="Turns older than this many days are purged by the sweep; null: kept.",
     )
+
+    _number = field_validator("max_turn_age_days", mode="before")(json_number)
 
 
 @router.get("", response_model=RetentionPolicy)

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, status
 
 from app.auth.principal import CurrentPrincipal
 from app.core.deps import DbSession, ResourcesDep
+from app.core.errors import error_responses
 from app.sessions import service
 from app.sessions.schemas import (
     CreateSessionRequest,
@@ -31,7 +32,7 @@ async def create_session(
     return SessionResponse.model_validate(chat)
 
 
-@router.get("", response_model=SessionPage)
+@router.get("", response_model=SessionPage, responses=error_responses(400))
 async def list_sessions(
     principal: CurrentPrincipal, session: DbSession, limit: Limit = 20, cursor: CursorParam = None
 ) -> SessionPage:
@@ -69,7 +70,7 @@ async def delete_session(
     await resources.history.drop(principal.tenant_id, session_id)
 
 
-@router.get("/{session_id}/turns", response_model=TurnPage)
+@router.get("/{session_id}/turns", response_model=TurnPage, responses=error_responses(400))
 async def list_turns(
     session_id: uuid.UUID,
     principal: CurrentPrincipal,

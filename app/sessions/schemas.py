@@ -6,6 +6,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TITLE_MAX = 200
+NOT_BLANK = r"\S"
 
 
 def _clean_title(value: str | None) -> str | None:
@@ -20,7 +21,7 @@ def _clean_title(value: str | None) -> str | None:
 class CreateSessionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(default=None, max_length=TITLE_MAX)
+    title: str | None = Field(default=None, max_length=TITLE_MAX, pattern=NOT_BLANK)
 
     _title = field_validator("title")(_clean_title)
 
@@ -28,7 +29,7 @@ class CreateSessionRequest(BaseModel):
 class UpdateSessionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(max_length=TITLE_MAX)
+    title: str = Field(max_length=TITLE_MAX, pattern=NOT_BLANK)
 
     _title = field_validator("title")(_clean_title)
 

@@ -119,3 +119,73 @@ async def test_a_nul_character_is_a_clear_422_not_a_500(
     )
     assert login_attempt.status_code in (401, 422)
     assert login_attempt.json()["error"]["code"] != "internal_error"
+
+
+async def test_a_wrong_method_is_405_with_every_method_of_the_path_in_allow(
+    client: httpx.AsyncClient,
+) -> None:
+    """Each method of a path is a route of its own: the router's 405 used to name only the
+    first one it matched (`PUT /me` said `Allow: GET`, hiding `DELETE`)."""
+    cases = {
+        "/me": ("PUT", "GET, DELETE"),
+        "/sessions": ("PATCH", "GET, POST"),
+        "/sessions/0b1e5b1e-5b1e-4b1e-8b1e-5b1e5b1e5b1e": ("PUT", "GET, PATCH, DELETE"),
+        "/admin/retention": ("POST", "GET, PUT"),
+        "/healthz": ("DELETE", "GET"),
+    }
+    for path, (method, allowed) in cases.items():
+        response = await client.request(method, path)
+        assert_error(response, 405, "method_not_allowed")
+        assert response.headers["allow"] == allowed, path
+
+
+async def test_malformed_json_to_kb_documents_is_400_like_everywhere_else(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    admin = await login(client, await make_user(db, await make_tenant(db), role="admin"))
+    headers = {**admin.headers, "content-type": "application/json"}
+    malformed = await client.post("/kb/documents", content=b'{"title": ', headers=headers)
+    assert_error(malformed, 400, "malformed_json")
+    invalid = await client.post("/kb/documents", json={"title": ""}, headers=admin.headers)
+    assert_error(invalid, 422, "validation_error")
+    assert {tuple(d["loc"]) for d in invalid.json()["error"]["details"]} >= {
+        ("body", "title"),
+        ("body", "text"),
+    }
+
+
+async def test_a_json_number_field_takes_no_boolean_or_string(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The document says integer or number: `true` and `"5"` are not (lax pydantic took them
+    as 1 and 5), while `5.0` is an integer in JSON Schema and is taken."""
+    admin = await login(client, await make_user(db, await make_tenant(db), role="admin"))
+    for value in (True, "5"):
+        search = await client.post(
+            "/kb/search", json={"query": "x", "k": value}, headers=admin.headers
+        )
+        assert_error(search, 422, "validation_error")
+        retention = await client.put(
+            "/admin/retention", json={"max_turn_age_days": value}, headers=admin.headers
+        )
+        assert_error(retention, 422, "validation_error")
+    guardrails = await client.put("/admin/guardrails", json={"smalltalk": 0}, headers=admin.headers)
+    assert_error(guardrails, 422, "validation_error")
+    taken = await client.post("/kb/search", json={"query": "x", "k": 5.0}, headers=admin.headers)
+    assert taken.status_code == 200, taken.text
+    unix_time = await client.get("/admin/audit/turns?until=0.5", headers=admin.headers)
+    assert_error(unix_time, 422, "validation_error")
+
+
+async def test_the_openapi_document_describes_every_error_with_its_body(
+    client: httpx.AsyncClient,
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    me = document["paths"]["/me"]
+    assert set(me["get"]["responses"]) == {"200", "401", "503"}
+    chat = document["paths"]["/chat"]["post"]["responses"]
+    assert {"400", "401", "404", "409", "413", "415", "422", "429", "503"} <= set(chat)
+    assert chat["422"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"
+    }
+    assert "HTTPValidationError" not in document["components"]["schemas"]
