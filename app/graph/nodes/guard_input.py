@@ -4,7 +4,12 @@ politely by answer_early, without retrieval or the model; the turn is still stor
 
 Every message the client sent is checked, not only the newest: an earlier one that the policy
 blocks is dropped from the request (with the assistant reply that follows it), so it never
-reaches the prompt as client history. Each drop is a line in the triage log."""
+reaches the prompt as client history. Each drop is a line in the triage log.
+
+The newest message is also compared with the known attack phrasings under the platform's
+embedder (one embedding call; the phrasings' vectors are made once per process); earlier
+messages get the pattern and lexical checks only, so a long client history costs no model
+time."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, TurnState
+from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
 
@@ -54,7 +60,13 @@ async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[s
     policy = await tenant_policy(runtime.context, state["tenant_id"])
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)
-    verdict = check_input(messages[-1]["content"] if messages else "", policy)
+    newest = messages[-1]["content"] if messages else ""
+    similar = False
+    if policy.injection != "off" and newest:
+        ctx = runtime.context
+        check = SemanticCheck(ctx.embedder, ctx.settings.guard_injection_embedding_similarity)
+        similar = check.enabled and (await check.hits([newest]))[0]
+    verdict = check_input(newest, policy, similar_embedding=similar)
     triage = {**state["triage"], "log": [*state["triage"]["log"], *dropped, *verdict.log]}
     if verdict.flags:
         triage["flags"] = verdict.flags
