@@ -73,12 +73,13 @@ MAX_WINDOWS = 8
 
 
 _WORDS = re.compile(r"[^\W\d_]+")
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an the you your yours me my i we us our to of in on at for by with and or but is are "
     "was were be been being am have has had do does did it its this that these those there "
     "just please so then than as from into about can could would should will shall may "
-    "might must now very also here what which who whom how when where why".split()
+    "might must now very also here what which who whom how when where why"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 # Words an attack can be phrased with, grouped by what they ask: a reworded attack keeps
 # the concepts when it changes the words.
 _CONCEPT_GROUPS = {

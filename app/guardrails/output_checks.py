@@ -5,10 +5,11 @@ Leaked instructions are found as any run of `LEAK_NGRAM` consecutive words of th
 prompt, or a sentence (three words or more) quoted from it whole; those sentences are
 removed. Sentences that read as an injection (the input guardrail's detector, on normalised
 text: an order to the assistant quoted from a poisoned document, such as one to reveal a
-password) are removed too; a hit that spans sentences is flagged. Personal data the sources do not contain (a source may legitimately give a support
-address, the user may give their own) is replaced by its typed placeholder, and URLs that
-appear in no source by a marker. When removing a leak leaves too little, the whole answer is
-replaced by a safe fallback. The caller keeps the original for the audit.
+password) are removed too; a hit that spans sentences is flagged. Personal data the sources
+do not contain (a source may legitimately give a support address, the user may give their
+own) is replaced by its typed placeholder, and URLs that appear in no source by a marker.
+When removing a leak or an order leaves too little, the whole answer is replaced by a safe
+fallback. The caller keeps the original for the audit.
 """
 
 from __future__ import annotations
