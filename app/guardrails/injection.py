@@ -170,18 +170,26 @@ class PhraseIndex:
                 self._index.setdefault(gram, []).append(len(self.phrases))
             self.phrases.append(_Phrase(text, grams, len(sequence)))
 
-    def best(self, folded: str) -> tuple[float, str | None]:
-        """The highest containment of any phrasing in a folded text, and that phrasing."""
-        hits: dict[int, list[tuple[int, str]]] = {}
+    def best(self, folded: str, floor: float = 0.0) -> tuple[float, str | None]:
+        """The highest containment of any phrasing in a folded text, and that phrasing;
+        phrasings that cannot reach `floor` are not measured."""
         index = self._index
+        positions: dict[str, list[int]] = {}
         for position, gram in enumerate(self.features(folded)):
-            for pid in index.get(gram, ()):
-                hits.setdefault(pid, []).append((position, gram))
+            if gram in index:
+                positions.setdefault(gram, []).append(position)
+        present: Counter[int] = Counter()
+        for gram in positions:
+            for pid in index[gram]:
+                present[pid] += 1
         best, which = 0.0, None
-        for pid, found in hits.items():
+        # The share of a phrasing's features present anywhere bounds its containment; only
+        # the phrasings that could still win are located, so a long text costs its length.
+        for pid, count in present.most_common():
             phrase = self.phrases[pid]
-            if len(found) <= best * len(phrase.grams):
-                continue  # cannot beat the best so far
+            if count / len(phrase.grams) < max(best, floor) or count <= best * len(phrase.grams):
+                continue
+            found = sorted((p, g) for g in phrase.grams for p in positions.get(g, ()))
             span = int(phrase.length * WINDOW_SLACK) + 1
             share = _densest(found, span) / len(phrase.grams)
             if share > best:
@@ -189,7 +197,7 @@ class PhraseIndex:
         return best, which
 
     def hit(self, folded: str) -> str | None:
-        score, phrase = self.best(folded)
+        score, phrase = self.best(folded, floor=self.threshold)
         return phrase if score >= self.threshold else None
 
 

@@ -42,14 +42,37 @@ _WORD = re.compile(r"[^\W_]+")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b"})
 
 
-def _char_ok(char: str) -> bool:
-    return char in "\n\t " or unicodedata.category(char) not in _DROPPED
+class _Invisible(dict[int, int | None]):
+    """A `str.translate` table that deletes marks and invisible characters: each character's
+    category is looked up once, then the answer is a C-level dict hit (ASCII is preloaded)."""
+
+    LIMIT = 20_000  # distinct characters remembered: a text of every code point stays bounded
+
+    def __init__(self) -> None:
+        super().__init__({c: _kept(c) for c in range(128)})
+
+    def __missing__(self, code: int) -> int | None:
+        kept = _kept(code)
+        if len(self) < self.LIMIT:
+            self[code] = kept
+        return kept
+
+
+def _kept(code: int) -> int | None:
+    """The character, unless it is a mark or invisible (line breaks and spaces stay)."""
+    char = chr(code)
+    return code if char.isspace() or unicodedata.category(char) not in _DROPPED else None
+
+
+_INVISIBLE = _Invisible()
 
 
 def fold(text: str) -> str:
     """Lower case, without disguises; one space between words; punctuation kept."""
-    text = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
-    text = "".join(c for c in unicodedata.normalize("NFD", text) if _char_ok(c))
+    if not text.isascii():  # most messages are: nothing for Unicode to fold
+        text = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+        text = unicodedata.normalize("NFD", text)
+    text = text.translate(_INVISIBLE)
     # Letters spelt out are joined before spaces collapse: a double space between them is
     # where a word ends.
     text = _SPELT_OUT.sub(lambda m: _SEPARATOR.sub("", m.group(0)), text.casefold())
