@@ -13,6 +13,7 @@ time."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -23,6 +24,8 @@ from app.graph.state import ChatMessage, TurnState
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
+
+logger = logging.getLogger(__name__)
 
 
 async def tenant_policy(ctx: TurnContext, tenant_id: str) -> TenantPolicy:
@@ -56,16 +59,29 @@ def _without_blocked_history(
     return kept, log
 
 
+async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
+    """The embedding check; an embedder that fails (a remote one) leaves the turn to the
+    pattern and lexical checks rather than failing it."""
+    check = SemanticCheck(ctx.embedder, ctx.settings.guard_injection_embedding_similarity)
+    if not check.enabled:
+        return False
+    try:
+        return (await check.hits([message]))[0]
+    except Exception:
+        logger.warning("guard_input: embedding check failed; patterns only", exc_info=True)
+        return False
+
+
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     policy = await tenant_policy(runtime.context, state["tenant_id"])
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)
     newest = messages[-1]["content"] if messages else ""
-    similar = False
-    if policy.injection != "off" and newest:
-        ctx = runtime.context
-        check = SemanticCheck(ctx.embedder, ctx.settings.guard_injection_embedding_similarity)
-        similar = check.enabled and (await check.hits([newest]))[0]
+    similar = (
+        policy.injection != "off"
+        and bool(newest)
+        and await _close_to_attack(runtime.context, newest)
+    )
     verdict = check_input(newest, policy, similar_embedding=similar)
     triage = {**state["triage"], "log": [*state["triage"]["log"], *dropped, *verdict.log]}
     if verdict.flags:
