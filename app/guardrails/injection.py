@@ -22,6 +22,7 @@ The index is built once per process; a check is a dict lookup per character of t
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,6 +32,8 @@ from importlib import resources
 
 from app.embeddings.base import Embedder
 from app.guardrails.normalise import fold, letters
+
+logger = logging.getLogger(__name__)
 
 # Each form needs an object aimed at the assistant (its instructions, its prompt, its persona),
 # so ordinary questions that share a verb ("Can I ignore the parking rules?", "How do I show
@@ -282,6 +285,16 @@ class SemanticCheck:
             vectors = [[(i, x) for i, x in enumerate(v) if x] for v in dense]
             _PHRASE_VECTORS[key] = vectors
         return vectors
+
+    async def warm(self) -> None:
+        """Embed the phrasings now (at start-up) instead of on the first turn; a failure is
+        only logged, the first turn tries again."""
+        if not self.enabled:
+            return
+        try:
+            await self._phrase_vectors()
+        except Exception:
+            logger.warning("could not embed the known attack phrasings", exc_info=True)
 
     async def scores(self, texts: Sequence[str]) -> list[float]:
         """The best cosine of each text (over its windows) to any known phrasing."""
