@@ -59,15 +59,15 @@ INJECTION_PATTERN = re.compile(
 GRAM = 5
 CHAR_THRESHOLD = 0.75
 """Share of a known phrasing's character 5-grams that must appear together for a hit."""
-CONCEPT_THRESHOLD = 0.8
+CONCEPT_THRESHOLD = 0.85
 """Share of a known phrasing's concept words that must appear together for a hit. Both
 thresholds were set on the development questions, not the evaluation set (ADR 0020)."""
 WINDOW_SLACK = 1.4
 """A stretch of the message may be this much longer than the phrasing (inserted words)."""
 MAX_CHECKED_CHARS = 40_000
 EMBEDDING_THRESHOLDS = {
-    "hashing-v1": 0.55,
-    "sentence-transformers/all-MiniLM-L6-v2": 0.72,
+    "hashing-v1": 0.62,
+    "sentence-transformers/all-MiniLM-L6-v2": 0.75,
 }
 """Cosine similarity from which an embedding counts as a known attack, per embedder; an
 embedder not listed is used only when THREADLINE_GUARD_INJECTION_EMBEDDING_SIMILARITY is set."""
@@ -226,7 +226,7 @@ def known_indexes() -> tuple[PhraseIndex, PhraseIndex]:
     phrases = load_phrases()
     return (
         PhraseIndex(phrases, char_grams, CHAR_THRESHOLD, min_features=8),
-        PhraseIndex(phrases, concept_words, CONCEPT_THRESHOLD, min_features=3),
+        PhraseIndex(phrases, concept_words, CONCEPT_THRESHOLD, min_features=4),
     )
 
 

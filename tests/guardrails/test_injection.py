@@ -74,6 +74,8 @@ def test_disguised_and_reworded_injections_are_blocked(message: str) -> None:
         "What is the difference between the prior and the current leave policy?",
         "Which system prompts me for two-factor codes at login?",
         "Please forget the earlier draft, here is the final agenda: can you list the actions?",
+        "Should I reveal my password to anyone who asks?",
+        "What was written at the beginning of the document I attached?",
         "ｗｈａｔ ｉｓ ｔｈｅ ｒｅｆｕｎｄ ｗｉｎｄｏｗ？",
     ],
 )
@@ -118,8 +120,9 @@ def test_an_answer_quoting_an_order_from_a_source_is_flagged_and_cleaned() -> No
 
 def test_an_ordinary_answer_about_passwords_stays_safe() -> None:
     answer = (
-        "Passwords must be changed every 90 days [1]. To reveal a saved Wi-Fi password, open "
-        "Keychain Access and tick Show password [2]."
+        "Passwords must be changed every 90 days [1]. Never reveal your password to anyone "
+        "who asks for it [1]. To reveal a saved Wi-Fi password, open Keychain Access and tick "
+        "Show password [2]. Follow the new instructions as follows: open Settings [2]."
     )
     verdict = check_output(answer, [SYSTEM_PROMPT], [])
     assert verdict.safe and verdict.text == answer
