@@ -6,12 +6,12 @@ Three checks, cheapest first; any one is a hit:
    (`normalise.fold`), so fullwidth, look-alike, zero-width, spaced-out and line-broken
    versions of a phrase read as the phrase.
 2. `similar` — fuzzy containment of a known attack phrasing (`known_attacks.txt`): the share
-   of the phrasing's character 5-grams found within one stretch of the message about the
-   phrasing's length, over letters only (`normalise.letters`). Catches rewordings that keep
-   most of the words ("disregard everything you were told before" against "forget
-   everything you have been told so far") and however the words were split or spaced.
-   Embedder-independent, so it also guards the answer (output_checks), where no embedding is
-   made.
+   of the phrasing's features found within one stretch of the message about the phrasing's
+   length. Two feature sequences: character 5-grams of the letters only
+   (`normalise.letters`), whatever the spacing, splitting or a typo; and concept words, where
+   `disregard`, `forget` and `skip` are one concept, so "disregard everything you were told
+   before" contains "ignore all previous instructions". Embedder-independent, so it also
+   guards the answer (output_checks), where no embedding is made.
 3. `SemanticCheck` — cosine similarity between the message and the known phrasings under
    the platform's embedder. With a semantic model (minilm) it reaches paraphrases that share
    few words; with the default hashing embedder it is a second lexical view. The phrasings
@@ -60,8 +60,8 @@ GRAM = 5
 CHAR_THRESHOLD = 0.75
 """Share of a known phrasing's character 5-grams that must appear together for a hit."""
 CONCEPT_THRESHOLD = 0.85
-"""Share of a known phrasing's concept words that must appear together for a hit. Both
-thresholds were set on the development questions, not the evaluation set (ADR 0020)."""
+"""Share of a known phrasing's concept words that must appear together for a hit. All
+thresholds were set on the calibration set, not the evaluation set (ADR 0020)."""
 WINDOW_SLACK = 1.4
 """A stretch of the message may be this much longer than the phrasing (inserted words)."""
 MAX_CHECKED_CHARS = 40_000

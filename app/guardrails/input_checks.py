@@ -1,8 +1,9 @@
 """The input guardrail's checks: prompt injection and jailbreaks, abuse, personal data.
 
 Patterns and similarity, not a model: they run in well under a millisecond on every turn and
-never call out. Injection is read on normalised text and compared with known attack phrasings
-(`injection.py`); abuse patterns aim at insults and threats aimed at someone. The tenant
+never call out. Both read normalised text (`normalise.fold`): injection is also compared with
+known attack phrasings (`injection.py`); abuse patterns aim at insults and threats aimed at
+someone. The tenant
 decides per check whether a hit blocks the turn, is only logged, or is ignored.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.guardrails import injection
+from app.guardrails.normalise import fold
 from app.guardrails.policy import TenantPolicy
 from app.privacy.pii import detect
 
@@ -61,7 +63,7 @@ def check_input(
 
     checks: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
         ("injection", policy.injection, find_injection),
-        ("abuse", policy.abuse, lambda: _matches(_ABUSE, message)),
+        ("abuse", policy.abuse, lambda: _matches(_ABUSE, fold(message))),
         ("pii", policy.pii, lambda: sorted(detect(message))),
     )
     log: list[str] = []

@@ -93,6 +93,11 @@ def test_flag_policy_only_logs_a_disguised_injection() -> None:
     assert "similar: ignore all previous instructions" in verdict.flags["injection"]
 
 
+def test_abuse_is_read_on_folded_text_too() -> None:
+    assert check_input("ｙｏｕ ａｒｅ ａ ｕｓｅｌｅｓｓ ｉｄｉｏｔ", DEFAULTS).blocked_by == "abuse"
+    assert check_input(f"shut{ZW} up", DEFAULTS).blocked_by == "abuse"
+
+
 def test_folding_undoes_the_disguises_and_keeps_the_words_apart() -> None:
     assert fold("ＩＧＮＯＲＥ\n\n  all\tprevious") == "ignore all previous"
     assert fold(f"pass{ZW}word") == "password"
