@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     # --- Guardrails, triage, tools and output validation (defaults; tenants may override) ---
     guard_injection: Literal["block", "flag", "off"] = "block"
     """Prompt-injection and jailbreak patterns in the user's message."""
+    guard_injection_embedding_similarity: float | None = Field(default=None, gt=0, le=1)
+    """Cosine similarity to a known attack phrasing, under the platform embedder, from which a
+    message counts as an injection. None: the value measured for the embedder (hashing,
+    minilm); another embedder skips this check unless it is set."""
     guard_abuse: Literal["block", "flag", "off"] = "block"
     """Abusive or threatening messages."""
     guard_pii: Literal["block", "flag", "off"] = "flag"

@@ -33,6 +33,7 @@ from app.graph.checkpointer import (
     create_pool,
 )
 from app.graph.context import TurnContext
+from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.pipeline import IngestionDeps
@@ -75,6 +76,7 @@ async def build_resources(settings: Settings) -> Resources:
     except Exception:
         logger.warning("could not check the embedding space", exc_info=True)
     retriever = HybridRetriever(embedder, FusionSettings.from_settings(settings))
+    await SemanticCheck(embedder, settings.guard_injection_embedding_similarity).warm()
     context = TurnContext(
         settings=settings,
         sessionmaker=sessionmaker,

@@ -1,9 +1,10 @@
 """The input guardrail's checks: prompt injection and jailbreaks, abuse, personal data.
 
-Patterns, not a model: they run in microseconds on every turn and never call out. They aim at
-the unambiguous forms (an instruction to drop the instructions, to reveal the system prompt,
-to play an unrestricted persona; insults and threats aimed at someone); the tenant decides per
-check whether a hit blocks the turn, is only logged, or is ignored.
+Patterns and similarity, not a model: they run in well under a millisecond on every turn and
+never call out. Both read normalised text (`normalise.fold`): injection is also compared with
+known attack phrasings (`injection.py`); abuse patterns aim at insults and threats aimed at
+someone. The tenant
+decides per check whether a hit blocks the turn, is only logged, or is ignored.
 """
 
 from __future__ import annotations
@@ -12,30 +13,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.guardrails import injection
+from app.guardrails.normalise import fold
 from app.guardrails.policy import TenantPolicy
 from app.privacy.pii import detect
 
-# Each form needs an object aimed at the assistant (its instructions, its prompt, its persona),
-# so ordinary questions that share a verb ("Can I ignore the parking rules?", "How do I show
-# the original message in Outlook?", "How do I enable developer mode on Android?") pass.
-_INJECTION = re.compile(
-    r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}?"
-    r"\b(?:previous|prior|above|earlier|preceding|your|system)\b[^.!?\n]{0,30}?"
-    r"\b(?:instructions?|prompts?|rules|guidelines|directives|constraints)\b"
-    r"|\b(?:reveal|show|print|repeat|output|tell me|leak|display)\b[^.!?\n]{0,30}?"
-    r"(?:\b(?:system|hidden|initial|secret)\s+(?:prompt|instructions?)\b"
-    r"|\byour\s+(?:original\s+|initial\s+|first\s+)?(?:prompt|instructions)\b)"
-    r"|\byou are now\b[^.!?\n]{0,40}\b(?:DAN|unrestricted|jailbroken|unfiltered|evil)\b"
-    r"|\byou are (?:now )?in (?:DAN|developer|god) mode\b"
-    r"|\b(?:DAN|god) mode\b"
-    r"|^\W*(?:please\s+)?(?:enable|enter|activate|switch to|turn on)\s+developer\s+mode\b"
-    r"|\bdeveloper mode (?:enabled|activated)\b"
-    r"|\bjailbr(?:eak|oken)\b[^.!?\n]{0,20}\b(?:you|yourself|assistant|bot|AI|model)\b"
-    r"|\b(?:pretend|act as if|imagine)\b[^.!?\n]{0,40}\b(?:no|without)\s+"
-    r"(?:rules|restrictions|filters|guidelines|limits)\b"
-    r"|<\s*/?\s*(?:system|im_start|im_end)\s*>|\[/?INST\]",
-    re.IGNORECASE | re.MULTILINE,
-)
 _ABUSE = re.compile(
     r"\b(?:fuck|screw|damn)\s+(?:you|off|this bot)\b"
     r"|\byou(?:'re| are)\s+(?:an?\s+)?(?:fucking\s+)?(?:idiot|moron|stupid|useless|worthless)\b"
@@ -69,10 +51,19 @@ class InputVerdict:
     """What each check found (pattern kinds or PII kinds, never the text)."""
 
 
-def check_input(message: str, policy: TenantPolicy) -> InputVerdict:
+def check_input(
+    message: str, policy: TenantPolicy, similar_embedding: bool = False
+) -> InputVerdict:
+    """`similar_embedding`: the semantic check (run by the caller, which holds the embedder)
+    found the message close to a known attack."""
+
+    def find_injection() -> list[str]:
+        found = injection.find(message)
+        return [*found, "similar: embedding"] if similar_embedding else found
+
     checks: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
-        ("injection", policy.injection, lambda: _matches(_INJECTION, message)),
-        ("abuse", policy.abuse, lambda: _matches(_ABUSE, message)),
+        ("injection", policy.injection, find_injection),
+        ("abuse", policy.abuse, lambda: _matches(_ABUSE, fold(message))),
         ("pii", policy.pii, lambda: sorted(detect(message))),
     )
     log: list[str] = []

@@ -1,11 +1,15 @@
-"""The output guardrail: a leaked system prompt, personal data, and links no source contains.
+"""The output guardrail: a leaked system prompt, instruction-like text, personal data, and
+links no source contains.
 
 Leaked instructions are found as any run of `LEAK_NGRAM` consecutive words of the system
 prompt, or a sentence (three words or more) quoted from it whole; those sentences are
-removed. Personal data the sources do not contain (a source may legitimately give a support
-address, the user may give their own) is replaced by its typed placeholder, and URLs that
-appear in no source by a marker. When removing a leak leaves too little, the whole answer is
-replaced by a safe fallback. The caller keeps the original for the audit.
+removed. Sentences that read as an injection (the input guardrail's detector, on normalised
+text: an order to the assistant quoted from a poisoned document, such as one to reveal a
+password) are removed too; a hit that spans sentences is flagged. Personal data the sources
+do not contain (a source may legitimately give a support address, the user may give their
+own) is replaced by its typed placeholder, and URLs that appear in no source by a marker.
+When removing a leak or an order leaves too little, the whole answer is replaced by a safe
+fallback. The caller keeps the original for the audit.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.graph.followups import content_words
+from app.guardrails import injection
 from app.privacy.pii import matches
 
 LEAK_NGRAM = 6
@@ -63,6 +68,11 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
     text = "".join(kept).strip()
     if leaked:
         verdict.issues.append(f"system prompt leaked: {leaked} sentence(s) removed")
+    text, ordered = _without_instructions(text)
+    if ordered:
+        verdict.issues.append(f"instruction-like text removed: {ordered} sentence(s)")
+    elif injection.find(text):
+        verdict.issues.append("instruction-like text across sentences")
 
     corpus = "\n".join(known)
     for kind, value in matches(text):
@@ -74,8 +84,15 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
             text = text.replace(url, "[link removed]")
             verdict.issues.append("link not found in any source removed")
 
-    if leaked and len(content_words(text)) < MIN_CONTENT_WORDS:
+    if (leaked or ordered) and len(content_words(text)) < MIN_CONTENT_WORDS:
         verdict.text, verdict.replaced = SAFE_FALLBACK, True
     else:
         verdict.text = text
     return verdict
+
+
+def _without_instructions(text: str) -> tuple[str, int]:
+    """The text without its sentences that read as orders to the assistant, and how many."""
+    pieces = re.split(r"((?<=[.!?])\s+|\n+)", text)
+    kept = [p for p in pieces if not p.strip() or not injection.find(p)]
+    return "".join(kept).strip(), (len(pieces) - len(kept))

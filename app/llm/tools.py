@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.graph.context import TurnContext
 from app.graph.followups import content_words
+from app.graph.source_framing import quote_source
 from app.graph.state import SourceRef, TurnState
 from app.llm.responder import ChatModelResponder, Responder
 from app.llm.tokens import truncate_to_tokens
@@ -169,7 +170,7 @@ async def _search(
                 )
             )
         text = next((s["text"] for s in [*sources, *new] if s["n"] == n), passage.text)
-        lines.append(f"[{n}] {passage.title}\n{text}")
+        lines.append(quote_source(n, passage.title, text))
     record["result_ids"] = [p.id for p in found]
     return ToolOutcome("\n\n".join(lines) or "Nothing relevant was found.", record, new)
 

@@ -25,6 +25,7 @@ from langgraph.runtime import Runtime
 from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
+from app.graph.source_framing import source_block
 from app.graph.state import ChatMessage, SourceRef, TurnState, Usage
 from app.graph.tool_context import (
     first_search_query,
@@ -46,7 +47,7 @@ def _opening(state: TurnState) -> list[BaseMessage]:
 def _with_sources(state: TurnState) -> list[BaseMessage]:
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
-    block = "\n\n".join(f"[{s['n']}] {s['title']}\n{s['text']}" for s in state["sources"])
+    block = source_block(state["sources"])
     question = prompt[-1]["content"]
     if block:
         prompt[-1] = ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")

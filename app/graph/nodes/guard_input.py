@@ -4,10 +4,16 @@ politely by answer_early, without retrieval or the model; the turn is still stor
 
 Every message the client sent is checked, not only the newest: an earlier one that the policy
 blocks is dropped from the request (with the assistant reply that follows it), so it never
-reaches the prompt as client history. Each drop is a line in the triage log."""
+reaches the prompt as client history. Each drop is a line in the triage log.
+
+The newest message is also compared with the known attack phrasings under the platform's
+embedder (one embedding call; the phrasings' vectors are made once per process); earlier
+messages get the pattern and lexical checks only, so a long client history costs no model
+time."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -15,8 +21,11 @@ from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
 from app.graph.state import ChatMessage, TurnState
+from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
+
+logger = logging.getLogger(__name__)
 
 
 async def tenant_policy(ctx: TurnContext, tenant_id: str) -> TenantPolicy:
@@ -50,11 +59,30 @@ def _without_blocked_history(
     return kept, log
 
 
+async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
+    """The embedding check; an embedder that fails (a remote one) leaves the turn to the
+    pattern and lexical checks rather than failing it."""
+    check = SemanticCheck(ctx.embedder, ctx.settings.guard_injection_embedding_similarity)
+    if not check.enabled:
+        return False
+    try:
+        return (await check.hits([message]))[0]
+    except Exception:
+        logger.warning("guard_input: embedding check failed; patterns only", exc_info=True)
+        return False
+
+
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     policy = await tenant_policy(runtime.context, state["tenant_id"])
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)
-    verdict = check_input(messages[-1]["content"] if messages else "", policy)
+    newest = messages[-1]["content"] if messages else ""
+    similar = (
+        policy.injection != "off"
+        and bool(newest)
+        and await _close_to_attack(runtime.context, newest)
+    )
+    verdict = check_input(newest, policy, similar_embedding=similar)
     triage = {**state["triage"], "log": [*state["triage"]["log"], *dropped, *verdict.log]}
     if verdict.flags:
         triage["flags"] = verdict.flags
