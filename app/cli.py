@@ -276,6 +276,8 @@ async def _ingest_files(
         pii_anonymize=settings.pii_anonymize,
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
+        max_chars=settings.max_document_chars,
+        max_pages=settings.max_pdf_pages,
     )
     counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0}
     try:

@@ -30,6 +30,7 @@ from app.graph.checkpointer import (
 from app.graph.context import TurnContext
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
+from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.llm.providers import build_responder
 from app.observability.tracing import build_tracing
@@ -84,6 +85,9 @@ async def build_resources(settings: Settings) -> Resources:
         pii_anonymize=settings.pii_anonymize,
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap_tokens,
+        max_chars=settings.max_document_chars,
+        max_pages=settings.max_pdf_pages,
+        preparer=PreparePool(settings.ingest_workers),
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread
@@ -115,6 +119,7 @@ async def release_resources(resources: Resources) -> None:
     await resources.guards.streams.close()
     await drain_background()
     await resources.jobs.drain()
+    await asyncio.to_thread(resources.ingestion.preparer.shutdown)
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()

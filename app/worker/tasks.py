@@ -42,6 +42,8 @@ async def _ingest(kind: str, tenant_id: str, object_id: str) -> str:
             pii_anonymize=settings.pii_anonymize,
             chunk_tokens=settings.chunk_tokens,
             chunk_overlap=settings.chunk_overlap_tokens,
+            max_chars=settings.max_document_chars,
+            max_pages=settings.max_pdf_pages,
         )
         handler = ingestion_handlers(deps)[INGEST]
         result: str = await handler(kind=kind, tenant_id=tenant_id, object_id=object_id)

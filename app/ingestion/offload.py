@@ -1,0 +1,84 @@
+"""Where ingestion's CPU work runs: worker processes, never the event loop.
+
+`prepare` (extract, sanitise, anonymise, chunk) is pure Python holding the GIL for seconds
+on a large file; in a thread it would still take the interpreter from the event loop, so it
+runs in a small pool of spawned worker processes. They are niced, so the API's own work
+comes first on a busy machine, and each one is replaced after `MAX_TASKS_PER_WORKER`
+documents, so the memory a large document left fragmented goes back to the system. The
+pool starts with the first document that needs it. A small text file is cheaper to prepare
+here than to send to another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from app.ingestion.extract import PDF
+from app.ingestion.prepare import Prepared, PrepareOptions, prepare
+
+logger = logging.getLogger(__name__)
+
+INLINE_MAX_BYTES = 16 * 1024
+"""A text file this small is prepared on the event loop (about a millisecond)."""
+MAX_TASKS_PER_WORKER = 20
+WORKER_NICENESS = 10
+
+
+class WorkerLost(RuntimeError):
+    """The process preparing the document died (killed, out of memory): a transient error."""
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):  # not permitted here: run at the normal priority
+        os.nice(WORKER_NICENESS)
+
+
+class PreparePool:
+    """Runs `prepare` for the pipeline: in `workers` processes, or in threads when 0."""
+
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers
+        self._executor: Executor | None = None
+
+    def _pool(self) -> Executor | None:
+        if self.workers == 0:
+            return None  # the event loop's default thread pool
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),  # no forked event loop or sockets
+                initializer=_lower_priority,
+                max_tasks_per_child=MAX_TASKS_PER_WORKER,
+            )
+        return self._executor
+
+    async def prepare(self, source: bytes, options: PrepareOptions) -> Prepared:
+        """`prepare(source, options)`, off the event loop unless the file is tiny text."""
+        if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
+            return prepare(source, options)
+        executor = self._pool()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                executor, prepare, source, options
+            )
+        except BrokenProcessPool as exc:
+            self._discard(executor)
+            raise WorkerLost("The process preparing the document stopped.") from exc
+
+    def _discard(self, broken: Executor | None) -> None:
+        if broken is not None and broken is self._executor:
+            logger.warning("ingestion worker lost; starting a new pool")
+            self._executor = None
+            broken.shutdown(wait=False, cancel_futures=True)
+
+    def shutdown(self) -> None:
+        """Stop the worker processes (a later document starts new ones)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
