@@ -16,6 +16,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -23,6 +24,8 @@ from app.ingestion.extract import PDF
 from app.ingestion.prepare import Prepared, PrepareOptions, prepare
 
 logger = logging.getLogger(__name__)
+
+Work = Callable[[bytes, PrepareOptions], Prepared]
 
 INLINE_MAX_BYTES = 16 * 1024
 """A text file this small is prepared on the event loop (about a millisecond)."""
@@ -42,8 +45,10 @@ def _lower_priority() -> None:
 class PreparePool:
     """Runs `prepare` for the pipeline: in `workers` processes, or in threads when 0."""
 
-    def __init__(self, workers: int = 0) -> None:
+    def __init__(self, workers: int = 0, work: Work = prepare) -> None:
         self.workers = workers
+        self.work = work
+        """What runs: `prepare`, or a picklable stand-in (tests pause it mid-document)."""
         self._executor: Executor | None = None
 
     def _pool(self) -> Executor | None:
@@ -61,11 +66,11 @@ class PreparePool:
     async def prepare(self, source: bytes, options: PrepareOptions) -> Prepared:
         """`prepare(source, options)`, off the event loop unless the file is tiny text."""
         if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
-            return prepare(source, options)
+            return self.work(source, options)
         executor = self._pool()
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                executor, prepare, source, options
+                executor, self.work, source, options
             )
         except BrokenProcessPool as exc:
             self._discard(executor)
