@@ -156,7 +156,10 @@ async def _upload(
 async def _until_done(client: httpx.AsyncClient, attachment: str) -> tuple[str, str | None]:
     deadline = time.monotonic() + INGEST_TIMEOUT
     while time.monotonic() < deadline:
-        body = (await client.get(f"/attachments/{attachment}")).json()
+        response = await client.get(f"/attachments/{attachment}")
+        body = response.json()
+        if response.status_code != 200:
+            return f"HTTP {response.status_code}", str(body)
         if body["status"] in ("ready", "failed"):
             return body["status"], body.get("error")
         await asyncio.sleep(0.5)
@@ -236,6 +239,7 @@ def main() -> None:
             "DATABASE_URL": owner_url,
             "THREADLINE_JWT_SECRET": JWT_SECRET,
             "THREADLINE_LOG_LEVEL": "WARNING",
+            "THREADLINE_ACCESS_TOKEN_TTL_SECONDS": "86400",  # a slow machine outlives 15 min
             **UNLIMITED,
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }

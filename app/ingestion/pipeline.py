@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from array import array
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -50,7 +51,7 @@ class _Indexed:
     tenant: uuid.UUID
     oid: uuid.UUID
     chunks: list[Chunk]
-    vectors: list[list[float]]
+    vectors: list[array[float]]
     values: dict[str, Any]
     """The document's columns once it is ready."""
 
@@ -171,10 +172,11 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     if batched:
         await _set(deps, kind, tenant, oid, progress=0.15)
 
-    vectors: list[list[float]] = []
+    vectors: list[array[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
-        vectors += await deps.batches.embed([c.text for c in batch])
+        # float32, as pgvector stores them: a 24 MB document's vectors in 26 MB, not 190
+        vectors += [array("f", v) for v in await deps.batches.embed([c.text for c in batch])]
         done = start + len(batch)
         if batched and done < len(chunks):
             progress = round(0.15 + 0.8 * done / len(chunks), 3)
