@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,15 +34,30 @@ INLINE_MAX_BYTES = 16 * 1024
 """A text file this small is prepared on the event loop (about a millisecond)."""
 MAX_TASKS_PER_WORKER = 20
 WORKER_NICENESS = 10
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class WorkerLost(RuntimeError):
     """The process preparing the document died (killed, out of memory): a transient error."""
 
 
-def _lower_priority() -> None:
+def _start_worker(parent: int) -> None:
     with contextlib.suppress(OSError):  # not permitted here: run at the normal priority
         os.nice(WORKER_NICENESS)
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """An API process killed with SIGKILL takes its workers along, mid-document or not
+    (otherwise they finish a document nobody will store). The signal follows the spawning
+    thread, the event loop's or the pool's manager's, which both live as long as the pool.
+    Linux only; elsewhere workers end when they next look for work."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died while this process was starting
+        os._exit(1)
 
 
 class PreparePool:
@@ -58,7 +76,8 @@ class PreparePool:
             self._executor = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),  # no forked event loop or sockets
-                initializer=_lower_priority,
+                initializer=_start_worker,
+                initargs=(os.getpid(),),
                 max_tasks_per_child=MAX_TASKS_PER_WORKER,
             )
         return self._executor
