@@ -78,8 +78,9 @@ class PreparePool:
         """What runs: `prepare`, or a picklable stand-in (tests pause it mid-document)."""
         self._executor: Executor | None = None
         self._trim = _malloc_trim()
-        self._large_since_trim = False
-        self._trimming: asyncio.Future[int] | None = None
+        self._trims_owed = 0
+        self._trim_again = False
+        self._trimming: asyncio.Future[None] | None = None
 
     def _pool(self) -> Executor | None:
         if self.workers == 0:
@@ -99,7 +100,7 @@ class PreparePool:
         if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
             return self.work(source, options)
         executor = self._pool()
-        self._large_since_trim = True
+        self._trims_owed += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(
                 executor, self.work, source, options
@@ -114,12 +115,19 @@ class PreparePool:
         glibc keeps freed memory in its heaps, fragmented by the many strings and buffers
         of a large document (upload, chunks, vectors, statement parameters): without this
         the API's RSS stayed hundreds of MB above its start after three 24 MB uploads."""
-        if self._trim is None or not self._large_since_trim:
+        if self._trim is None or self._trims_owed == 0:
             return
+        self._trims_owed -= 1  # one a large document: each leaves memory when its job ends
         if self._trimming is not None and not self._trimming.done():
+            self._trim_again = True  # the job that just ended freed more since it started
             return
-        self._large_since_trim = False
-        self._trimming = asyncio.ensure_future(asyncio.to_thread(self._trim, 0))
+        self._trimming = asyncio.ensure_future(self._trim_now(self._trim))
+
+    async def _trim_now(self, trim: Callable[[int], int]) -> None:
+        self._trim_again = True
+        while self._trim_again:
+            self._trim_again = False
+            await asyncio.to_thread(trim, 0)
 
     def _discard(self, broken: Executor | None) -> None:
         if broken is not None and broken is self._executor:
