@@ -280,6 +280,8 @@ async def _ingest_files(
         chunk_overlap=settings.chunk_overlap_tokens,
         lease_seconds=settings.ingestion_lease_seconds,
         max_attempts=settings.ingestion_max_attempts,
+        max_chars=settings.max_document_chars,
+        max_pages=settings.max_pdf_pages,
     )
     # skipped: taken over by a server's recovery meanwhile (this process looked stalled)
     counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0, "skipped": 0}

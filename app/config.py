@@ -194,6 +194,14 @@ class Settings(BaseSettings):
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Addresses or CIDR ranges of reverse proxies whose `X-Forwarded-For` is believed
     (comma-separated). Empty: the peer address is the client, whatever the header says."""
+    max_document_chars: int = Field(default=30_000_000, ge=1000)
+    """Longest text a document or attachment may have (characters): a text file over it is
+    refused at upload (413 `document_too_long`); a PDF whose text is fails ingestion."""
+    max_pdf_pages: int = Field(default=2000, ge=1)
+    """Most pages a PDF may have; a longer one fails ingestion with a readable error."""
+    ingest_workers: int = Field(default=2, ge=0, le=64)
+    """Worker processes extracting, sanitising and chunking documents off the event loop;
+    0 runs that work in a thread of the API process instead."""
     log_level: str = "INFO"
     log_json: bool = True
 

@@ -36,6 +36,7 @@ from app.graph.context import TurnContext
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.jobs import ingestion_handlers
+from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
 from app.llm.providers import build_responder
@@ -94,6 +95,9 @@ async def build_resources(settings: Settings) -> Resources:
         chunk_overlap=settings.chunk_overlap_tokens,
         lease_seconds=settings.ingestion_lease_seconds,
         max_attempts=settings.ingestion_max_attempts,
+        max_chars=settings.max_document_chars,
+        max_pages=settings.max_pdf_pages,
+        preparer=PreparePool(settings.ingest_workers),
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread
@@ -136,6 +140,7 @@ async def release_resources(resources: Resources) -> None:
     await streams.close()
     await drain_background()
     await resources.jobs.drain()
+    await asyncio.to_thread(resources.ingestion.preparer.shutdown)
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()

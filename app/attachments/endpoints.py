@@ -27,7 +27,9 @@ async def upload_attachment(
     file: UploadFile = File(description="PDF, plain text or Markdown"),
 ) -> JSONResponse:
     """Upload a document for your conversations; it is processed in the background."""
-    data = await read_upload(file, resources.settings.max_upload_bytes)
+    data = await read_upload(
+        file, resources.settings.max_upload_bytes, resources.settings.max_document_chars
+    )
     attachment, duplicate = await service.upload(session, principal, data)
     await session.refresh(attachment)
     body = AttachmentOut.model_validate(attachment).model_dump(mode="json")

@@ -23,6 +23,8 @@ class ExtractionError(Exception):
 @dataclass(frozen=True)
 class Sniffed:
     content_type: str
+    chars: int | None = None
+    """The length of a text file's text; None for a PDF (known only once extracted)."""
 
 
 def sniff(data: bytes, filename: str | None = None) -> Sniffed:
@@ -42,13 +44,22 @@ def sniff(data: bytes, filename: str | None = None) -> Sniffed:
             code="unsupported_file_type",
         )
     named_md = bool(filename and filename.lower().endswith((".md", ".markdown")))
-    return Sniffed(MARKDOWN if named_md or _MARKDOWN_HINTS.search(text[:20000]) else TEXT)
+    markdown = named_md or _MARKDOWN_HINTS.search(text[:20000])
+    return Sniffed(MARKDOWN if markdown else TEXT, len(text))
 
 
-def extract_text(data: bytes, content_type: str) -> tuple[str, int]:
-    """The document's text and its number of pages (1 for text files)."""
+def extract_text(
+    data: bytes, content_type: str, *, max_chars: int | None = None, max_pages: int | None = None
+) -> tuple[str, int]:
+    """The document's text and its number of pages (1 for text files).
+
+    Control characters other than whitespace are dropped: PostgreSQL cannot store NUL in
+    text, and the others are noise to the model. More than `max_chars` characters of text
+    or `max_pages` pages is an `ExtractionError`, found before the whole PDF is read."""
     if content_type != PDF:
-        return data.decode("utf-8-sig"), 1
+        text = data.decode("utf-8-sig")
+        _check_length(len(text), max_chars)
+        return strip_control(text), 1
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -56,12 +67,36 @@ def extract_text(data: bytes, content_type: str) -> tuple[str, int]:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise ExtractionError("The PDF is encrypted.")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        count = len(reader.pages)
+        if max_pages is not None and count > max_pages:
+            raise ExtractionError(f"The PDF has {count} pages; the limit is {max_pages}.")
+        pages, length = [], 0
+        for page in reader.pages:
+            pages.append(page.extract_text() or "")
+            length += len(pages[-1])
+            _check_length(length, max_chars)  # page by page: a bomb stops at the limit
     except ExtractionError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, OSError) as exc:
         raise ExtractionError(f"The PDF could not be read: {exc}") from exc
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    text = "\n\n".join(p.strip() for p in map(_clean_pdf_text, pages) if p.strip())
     if not text:
         raise ExtractionError("The PDF contains no extractable text (scanned images?).")
-    return text, len(pages)
+    return text, count
+
+
+def strip_control(text: str) -> str:
+    """`text` without NUL and the other C0 control characters but tab, newlines, form feed."""
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+
+
+def _clean_pdf_text(text: str) -> str:
+    # A PDF's text can hold lone surrogates, which no UTF-8 column stores either.
+    return strip_control(text.encode("utf-8", "replace").decode("utf-8"))
+
+
+def _check_length(chars: int, max_chars: int | None) -> None:
+    if max_chars is not None and chars > max_chars:
+        raise ExtractionError(
+            f"The document's text is longer than the limit of {max_chars} characters."
+        )

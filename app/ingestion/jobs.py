@@ -24,6 +24,7 @@ def ingestion_handlers(
     async def run(kind: Kind, tenant_id: str, object_id: str) -> str:
         tenant = uuid.UUID(tenant_id)
         status = await ingest(deps, kind, tenant, uuid.UUID(object_id))
+        deps.preparer.release_memory()
         if kind == "kb" and kb_status is not None:
             kb_status.invalidate(tenant)  # a new ready document is searchable at once
         return status

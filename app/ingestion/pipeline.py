@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from array import array
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -30,12 +31,11 @@ from app.core.coalesce import Coalescer
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
 from app.embeddings.batching import CoalescingEmbedder
-from app.ingestion.chunking import Chunk, chunk_text
-from app.ingestion.extract import PDF, ExtractionError, extract_text
+from app.ingestion.chunking import Chunk
 from app.ingestion.leases import LeaseKeeper
+from app.ingestion.offload import PreparePool
+from app.ingestion.prepare import PrepareError, PrepareOptions
 from app.ingestion.repository import CLEARED_CLAIM, IngestionRepository, Kind, NewChunk
-from app.ingestion.safety import neutralise_instructions
-from app.privacy.pii import anonymize
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class _Indexed:
     tenant: uuid.UUID
     oid: uuid.UUID
     chunks: list[Chunk]
-    vectors: list[list[float]]
+    vectors: list[array[float]]
     values: dict[str, Any]
     """The document's columns once it is ready."""
 
@@ -75,6 +75,10 @@ class IngestionDeps:
     max_attempts: int = 3
     """Claims a document may take; past them, an interrupted one is not claimed again."""
     leases: LeaseKeeper = field(init=False)
+    max_chars: int = 30_000_000
+    max_pages: int = 2000
+    preparer: PreparePool = field(default_factory=PreparePool)
+    """Where extraction, sanitising and chunking run (worker processes in the API)."""
     batches: CoalescingEmbedder = field(init=False)
     """Chunks of documents ingested concurrently share the embedder's batches."""
     claims: dict[Kind, Coalescer[_Claim, tuple[bytes | None, str] | None]] = field(init=False)
@@ -108,6 +112,17 @@ class IngestionDeps:
         if limit is not None and limit < self.chunk_tokens:  # chunks the model reads whole
             self.chunk_tokens = limit
             self.chunk_overlap = min(self.chunk_overlap, limit // 4)
+
+    def prepare_options(self, kind: Kind, content_type: str) -> PrepareOptions:
+        return PrepareOptions(
+            content_type=content_type,
+            anonymise=kind == "attachment" and self.pii_anonymize,
+            chunk_tokens=self.chunk_tokens,
+            chunk_overlap=self.chunk_overlap,
+            max_chars=self.max_chars,
+            max_pages=self.max_pages,
+            keep_text=kind == "attachment",
+        )
 
 
 class _Failed(Exception):
@@ -186,31 +201,21 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     source, content_type = claimed
     if source is None:
         raise _Failed("The file is missing.")
-    try:
-        if content_type == PDF:  # parsing a PDF is CPU work: off the event loop
-            raw_text, pages = await asyncio.to_thread(extract_text, source, content_type)
-        else:
-            raw_text, pages = extract_text(source, content_type)
-    except ExtractionError as exc:
+    try:  # CPU work for seconds on a large file: off the event loop
+        prepared = await deps.preparer.prepare(source, deps.prepare_options(kind, content_type))
+    except PrepareError as exc:
         raise _Failed(str(exc)) from exc
-
-    sanitised = neutralise_instructions(raw_text)
-    text = sanitised.text
-    pii: dict[str, int] = {}
-    if kind == "attachment" and deps.pii_anonymize:
-        anonymised = anonymize(text)
-        text, pii = anonymised.text, dict(anonymised.found)
-    chunks = chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
-    if not chunks:
-        raise _Failed("The document contains no text.")
+    del source, claimed  # a large file's bytes are not kept while it is embedded
+    chunks = prepared.chunks
     batched = len(chunks) > EMBED_BATCH  # progress is worth a write only for long documents
     if batched:
         await _set(deps, kind, tenant, oid, progress=0.15)
 
-    vectors: list[list[float]] = []
+    vectors: list[array[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
-        vectors += await deps.batches.embed([c.text for c in batch])
+        # float32, as pgvector stores them: a 24 MB document's vectors in 26 MB, not 190
+        vectors += [array("f", v) for v in await deps.batches.embed([c.text for c in batch])]
         done = start + len(batch)
         if batched and done < len(chunks):
             progress = round(0.15 + 0.8 * done / len(chunks), 3)
@@ -221,17 +226,17 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
         "progress": 1.0,
         "chunk_count": len(chunks),
         "ingestion": {
-            "pages": pages,
+            "pages": prepared.pages,
             "chunks": len(chunks),
             "tokens": sum(c.tokens for c in chunks),
-            "instructions_neutralised": sanitised.injections,
-            "pii_replaced": pii,
+            "instructions_neutralised": prepared.injections,
+            "pii_replaced": prepared.pii,
             "embedder": deps.embedder.name,
         },
         "error": None,
     }
     if kind == "attachment":
-        values["text"] = text
+        values["text"] = prepared.text
     stored = await deps.stores[kind].submit(_Indexed(tenant, oid, chunks, vectors, values))
     if stored == _GONE:
         raise _Deleted  # deleted while it was being ingested

@@ -68,7 +68,9 @@ async def add_document(
         file = form.get("file")
         if file is None or isinstance(file, str):
             raise UnprocessableEntity("Send the document as the multipart field `file`.")
-        upload = await read_upload(file, resources.settings.max_upload_bytes)
+        upload = await read_upload(
+            file, resources.settings.max_upload_bytes, resources.settings.max_document_chars
+        )
         title, external_id = form.get("title"), form.get("external_id")
         metadata = _metadata(form.get("metadata"))
         title = title if isinstance(title, str) else None
@@ -78,7 +80,10 @@ async def add_document(
             body = TextDocumentIn.model_validate_json(await request.body())
         except ValidationError as exc:
             raise _as_request_error(exc) from exc
-        upload = replace(from_bytes(body.text.encode(), None), content_type=body.content_type)
+        upload = replace(
+            from_bytes(body.text.encode(), None, resources.settings.max_document_chars),
+            content_type=body.content_type,
+        )
         title, external_id, metadata = body.title, body.external_id, body.metadata
     document, duplicate = await service.add_document(
         session,

@@ -98,6 +98,8 @@ class WorkerRuntime:
             chunk_overlap=settings.chunk_overlap_tokens,
             lease_seconds=settings.ingestion_lease_seconds,
             max_attempts=settings.ingestion_max_attempts,
+            max_chars=settings.max_document_chars,
+            max_pages=settings.max_pdf_pages,
         )
         self.handlers = ingestion_handlers(self.ingestion)
         self.recovery = RecoveryLoop(
