@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
 from app.chat.repository import TurnRepository
-from app.core.db_outage import retry_through_outage
+from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError
 from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
@@ -314,12 +314,24 @@ class TurnRunner:
 
 
 def _error_code(error: BaseException) -> str:
-    return error.code if isinstance(error, AppError) else "generation_failed"
+    if isinstance(error, AppError):
+        return error.code
+    return "database_unavailable" if is_db_unavailable(error) else "generation_failed"
 
 
 def _error_event(error: Exception) -> TurnEvent:
     if isinstance(error, AppError):
         return TurnEvent("error", {"code": error.code, "message": error.message}, error.status_code)
+    if is_db_unavailable(error):  # e.g. history or the checkpoint could not be read
+        logger.warning("turn failed: database unavailable", exc_info=error)
+        return TurnEvent(
+            "error",
+            {
+                "code": "database_unavailable",
+                "message": "The database is unavailable; the turn was not answered. Retry shortly.",
+            },
+            503,
+        )
     logger.error("turn failed", exc_info=error)
     return TurnEvent(
         "error",

@@ -1,7 +1,8 @@
 """Telling "PostgreSQL cannot be reached right now" apart from every other database error,
 and retrying a write through such an outage for a bounded time.
 
-An outage shows up in many shapes: a refused or reset connection (OSError), a server starting or
+An outage shows up in many shapes: a refused or reset connection, or a missing Unix socket
+(OSError), a closed connection under psycopg (its OperationalError), a server starting or
 shutting down (SQLSTATE 57P0x), a backend terminated under a pooled connection (asyncpg
 ConnectionDoesNotExistError, SQLSTATE class 08), a pool with no connection to give
 (sqlalchemy TimeoutError). SQLAlchemy wraps most of them; the cause chain is searched.
@@ -28,8 +29,18 @@ T = TypeVar("T")
 # 08: connection exception; 57P01-3: admin/crash shutdown, cannot connect now; 53300: too many
 # connections.
 _UNAVAILABLE_STATES = ("57P01", "57P02", "57P03", "53300")
+# ENOENT: a server reached through its Unix socket (the embedded default) removes the socket
+# file while it is stopped, so connecting fails with "no such file" rather than "refused".
 _NETWORK_ERRNOS = frozenset(
-    {errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT}
+    {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+        errno.ETIMEDOUT,
+        errno.ENOENT,
+        errno.EPIPE,
+    }
 )
 _FIRST_DELAY, _MAX_DELAY = 0.1, 2.0
 
@@ -51,6 +62,10 @@ def is_db_unavailable(exc: BaseException) -> bool:
             return True
         name = type(current).__name__
         if name in ("ConnectionDoesNotExistError", "CannotConnectNowError"):
+            return True
+        # psycopg (the checkpointer's driver) raises OperationalError, without a SQLSTATE,
+        # for a connection the server closed or could not open.
+        if name == "OperationalError" and type(current).__module__.startswith("psycopg"):
             return True
         orig = getattr(current, "orig", None)
         current = orig if isinstance(orig, BaseException) else current.__cause__
