@@ -127,6 +127,9 @@ async def chat(
     turn_id = uuid.uuid4()
     claim = await _claim(resources, session, principal, idempotency_key, "/chat", body, turn_id)
     if claim is not None and not claim.won:
+        # A retry may wait a whole model call for the first answer: not holding a pooled
+        # connection meanwhile, or a burst of retries starves the pool.
+        await session.commit()
         return await _stored_answer(resources, principal, claim)
     turn = await _admit(resources, session, principal, body, claim, turn_id)
     await session.commit()  # release the connection: the pipeline uses its own transactions
