@@ -272,17 +272,7 @@ async def _ingest_files(
     urls = await asyncio.to_thread(resolve_database_urls, settings)
     engine = create_engine(urls.app, pool_size=INGEST_CONNECTIONS, max_overflow=0)
     sessions = create_sessionmaker(engine)
-    deps = IngestionDeps(
-        sessionmaker=sessions,
-        embedder=build_embedder(settings),
-        pii_anonymize=settings.pii_anonymize,
-        chunk_tokens=settings.chunk_tokens,
-        chunk_overlap=settings.chunk_overlap_tokens,
-        lease_seconds=settings.ingestion_lease_seconds,
-        max_attempts=settings.ingestion_max_attempts,
-        max_chars=settings.max_document_chars,
-        max_pages=settings.max_pdf_pages,
-    )
+    deps = IngestionDeps.from_settings(settings, sessions, build_embedder(settings))
     # skipped: taken over by a server's recovery meanwhile (this process looked stalled)
     counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0, "skipped": 0}
     try:

@@ -87,17 +87,8 @@ async def build_resources(settings: Settings) -> Resources:
         policies=TenantPolicies(settings),
         embedder=embedder,
     )
-    ingestion = IngestionDeps(
-        sessionmaker=sessionmaker,
-        embedder=embedder,
-        pii_anonymize=settings.pii_anonymize,
-        chunk_tokens=settings.chunk_tokens,
-        chunk_overlap=settings.chunk_overlap_tokens,
-        lease_seconds=settings.ingestion_lease_seconds,
-        max_attempts=settings.ingestion_max_attempts,
-        max_chars=settings.max_document_chars,
-        max_pages=settings.max_pdf_pages,
-        preparer=PreparePool(settings.ingest_workers),
+    ingestion = IngestionDeps.from_settings(
+        settings, sessionmaker, embedder, PreparePool(settings.ingest_workers)
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread

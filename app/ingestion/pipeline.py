@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.config import Settings
 from app.core.coalesce import Coalescer
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
@@ -86,6 +87,28 @@ class IngestionDeps:
     """Documents ingested concurrently share their claim and index-write transactions; a
     batch that fails is retried document by document, so one bad document fails alone.
     One of each per kind: an attachment a user waits for never queues behind a bulk load."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        preparer: PreparePool | None = None,
+    ) -> IngestionDeps:
+        """The pipeline as configured: one place for the API, the worker and the CLI."""
+        return cls(
+            sessionmaker=sessionmaker,
+            embedder=embedder,
+            pii_anonymize=settings.pii_anonymize,
+            chunk_tokens=settings.chunk_tokens,
+            chunk_overlap=settings.chunk_overlap_tokens,
+            lease_seconds=settings.ingestion_lease_seconds,
+            max_attempts=settings.ingestion_max_attempts,
+            max_chars=settings.max_document_chars,
+            max_pages=settings.max_pdf_pages,
+            preparer=preparer or PreparePool(),
+        )
 
     def __post_init__(self) -> None:
         self.batches = CoalescingEmbedder(self.embedder, max_batch=EMBED_BATCH)

@@ -90,17 +90,8 @@ class WorkerRuntime:
         embedder = factory.build_embedder(settings)
         async with sessions() as db, db.begin():
             await check_embedding_space(db, embedder)  # never mix vectors of two models
-        self.ingestion = IngestionDeps(
-            sessionmaker=sessions,
-            embedder=embedder,
-            pii_anonymize=settings.pii_anonymize,
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap_tokens,
-            lease_seconds=settings.ingestion_lease_seconds,
-            max_attempts=settings.ingestion_max_attempts,
-            max_chars=settings.max_document_chars,
-            max_pages=settings.max_pdf_pages,
-        )
+        # The CPU steps run in a thread here: a worker has no request latency to protect.
+        self.ingestion = IngestionDeps.from_settings(settings, sessions, embedder)
         self.handlers = ingestion_handlers(self.ingestion)
         self.recovery = RecoveryLoop(
             lambda: sessions,
