@@ -160,9 +160,11 @@ class Settings(BaseSettings):
     sse_retry_ms: int = Field(default=1000, ge=0)
     """The `retry:` hint sent to EventSource clients (reconnect delay)."""
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
-    turn_lease_seconds: float = Field(default=30.0, gt=0)
+    turn_lease_seconds: float = Field(default=60.0, gt=0)
     """A running turn's lease: a pending turn not renewed for this long is an orphan (its
-    process died) and is finished `incomplete` by any process."""
+    process died) and is finished `incomplete` by any process. Keep it above
+    `db_write_retry_seconds` plus two renewals, so a turn riding out a database outage is not
+    taken for an orphan."""
     turn_lease_renew_seconds: float = Field(default=5.0, gt=0)
     """How often the process running turns renews their leases."""
     turn_sweep_seconds: float = Field(default=10.0, gt=0)

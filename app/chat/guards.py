@@ -29,7 +29,17 @@ class ChatGuards:
             idempotency=IdempotencyStore(
                 redis,
                 settings.idempotency_ttl_seconds,
-                running_ttl_seconds=int(settings.llm_timeout_seconds) + 60,
+                # Outlives the longest turn: the model call, the end-of-turn write riding out a
+                # database outage, and the lease after which another process finishes an
+                # orphan and records its answer under the key. A claim that lapses earlier
+                # lets a retry start a second turn for the same key.
+                running_ttl_seconds=int(
+                    settings.llm_timeout_seconds
+                    + settings.db_write_retry_seconds
+                    + settings.turn_lease_seconds
+                    + settings.turn_sweep_seconds
+                    + 60
+                ),
             ),
             limiter=UsageLimiter(redis, settings),
         )

@@ -4,8 +4,9 @@ The first request claims the key with SET NX (atomic, so of ten concurrent retri
 one wins) and records its turn id; the winner stores the finished answer under the key. A
 retry with the same body returns that answer, or follows the running turn (streams through
 the Redis buffer, JSON by waiting for the stored answer). Another body with the same key is
-a client bug: 422. A running claim lives `THREADLINE_LLM_TIMEOUT_SECONDS` + 60 s (so a claim
-whose process died does not block retries for long); a stored answer lives
+a client bug: 422. A running claim outlives the longest turn (model timeout, the end-of-turn
+write's outage retry, the turn lease: a turn whose process died is finished by another, which
+records its answer under the key, see app/chat/orphans.py); a stored answer lives
 `THREADLINE_IDEMPOTENCY_TTL_SECONDS` (24 h). A run that fails, or a request that fails before
 its run starts, releases its key, so a retry may try again. A finished record is replayed only
 while its turn exists: after the session is deleted (or the user erased) the key starts afresh.

@@ -80,10 +80,15 @@ class TurnLeases:
         for tenant_id, turn_id in self.running():
             by_tenant[tenant_id].append(turn_id)
         for tenant_id, turn_ids in by_tenant.items():
-            async with self.sessionmaker() as db:
-                db.info[TENANT] = tenant_id
-                async with db.begin():
-                    await TurnRepository(db, tenant_id).renew_leases(turn_ids, self.lease_seconds)
+            try:  # one tenant's failure must not leave the others' leases to lapse
+                async with self.sessionmaker() as db:
+                    db.info[TENANT] = tenant_id
+                    async with db.begin():
+                        await TurnRepository(db, tenant_id).renew_leases(
+                            turn_ids, self.lease_seconds
+                        )
+            except Exception:
+                logger.warning("could not renew turn leases", exc_info=True)
 
     async def sweep(self) -> int:
         """Finish the orphaned turns of every tenant (a bounded batch); how many."""

@@ -106,7 +106,8 @@ _LOCK_ORPHAN = text(
     """
     SELECT session_id, user_id, user_query, idempotency_key, created_at FROM query_history
     WHERE tenant_id = :tenant AND id = :turn AND status = 'pending'
-      AND (:force OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
+      AND (:force OR lease_expires_at < clock_timestamp()
+           OR (lease_expires_at IS NULL AND created_at < clock_timestamp() - interval '5 minutes'))
     FOR UPDATE SKIP LOCKED
     """
 ).bindparams(
@@ -128,8 +129,11 @@ _LEASE = text(
 _EXPIRED = text(
     """
     SELECT tenant_id, id FROM query_history
-    WHERE status = 'pending' AND lease_expires_at < clock_timestamp()
-    ORDER BY lease_expires_at LIMIT :limit
+    WHERE status = 'pending'
+      AND (lease_expires_at < clock_timestamp()
+           -- admitted by a process without leases (a release before 0018, mid-deploy)
+           OR (lease_expires_at IS NULL AND created_at < clock_timestamp() - interval '5 minutes'))
+    ORDER BY coalesce(lease_expires_at, created_at) LIMIT :limit
     """
 )
 

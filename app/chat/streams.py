@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STOP, ATTACH = "stop", "attach"
+_STOP_ATTEMPTS, _STOP_RETRY_SECONDS = 3, 0.6
 
 
 def owner_of(turn: PreparedTurn) -> str:
@@ -94,8 +95,15 @@ class StreamHub:
             run.stop()
             return True
         channel = self.channel if owner is None else self.owner_channel(owner)
-        receivers = await self.redis.client.publish(channel, f"{STOP}:{turn_id}")
-        return int(receivers) > 0
+        # An owner whose listener is resubscribing (it retries a second after a Redis blip)
+        # receives nothing for a moment: ask again before calling it gone, since a "gone"
+        # owner's turn is then finished by force while it may still be running.
+        for attempt in range(_STOP_ATTEMPTS):
+            if int(await self.redis.client.publish(channel, f"{STOP}:{turn_id}")) > 0:
+                return True
+            if attempt < _STOP_ATTEMPTS - 1:
+                await asyncio.sleep(_STOP_RETRY_SECONDS)
+        return False
 
     def begin_shutdown(self) -> None:
         """Stop every local run (each ends its stream with `done`, status incomplete) and
