@@ -47,6 +47,18 @@ SHUTDOWN_EVENT = (
     + "\n\n"
 ).encode()
 """No `id:`: the client's Last-Event-ID stays that of the last real event."""
+UNAVAILABLE_EVENT = (
+    "event: error\ndata: "
+    + json.dumps(
+        {
+            "code": "resume_unavailable",
+            "message": "The stream cannot be followed right now; resume it again shortly.",
+        },
+        separators=(",", ":"),
+    )
+    + "\n\n"
+).encode()
+"""No `id:` either: resuming again from the same Last-Event-ID misses nothing."""
 
 Settle = Callable[[], Awaitable[bool]]
 
@@ -94,6 +106,23 @@ async def resumed_stream(
     (see the module docstring). `settle` is asked, during silences, whether the producer is
     gone (and to finish its turn if so)."""
     yield retry_hint(retry_ms)
+    try:
+        timing = (heartbeat_seconds, silence_limit_seconds, settle_every_seconds)
+        async for chunk in _follow(hub, turn_id, after, timing, settle):
+            yield chunk
+    except Exception:  # e.g. Redis gone for longer than its retries: say so, never just stop
+        logger.warning("resumed stream interrupted", exc_info=True)
+        yield UNAVAILABLE_EVENT
+
+
+async def _follow(
+    hub: StreamHub,
+    turn_id: uuid.UUID,
+    after: int,
+    timing: tuple[float, float, float],
+    settle: Settle | None,
+) -> AsyncIterator[bytes]:
+    heartbeat_seconds, silence_limit_seconds, settle_every_seconds = timing
     ended = await _ended_at_or_before(hub, turn_id, after)
     if ended is not None:
         yield ended
