@@ -24,7 +24,7 @@ from typing import Any
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.exceptions import ConnectionError
 
 from app.config import Settings
 
@@ -99,7 +99,9 @@ def build_redis(settings: Settings) -> RedisHandle:
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=HEALTH_CHECK_SECONDS,
             retry=Retry(_BACKOFF, RETRIES),
-            retry_on_error=[ConnectionError, TimeoutError],
+            # Connection errors only: a timed-out command may have run, and sending it again
+            # would count a limiter INCR or a quota charge twice.
+            retry_on_error=[ConnectionError],
         )
         client = Redis.from_pool(pool)
         return RedisHandle(client=client, in_process=False, prefix=settings.redis_prefix)
