@@ -113,3 +113,31 @@ async def test_duplicates_are_merged_into_the_oldest_and_kept_out(database: Sett
         owner, "DELETE FROM attachments WHERE id <> :o AND content_hash = 'same'", o=ids["oldest"]
     )
     await migrate.upgrade(database, owner)
+
+
+async def test_a_ready_copy_is_kept_before_an_older_failed_one(database: Settings) -> None:
+    # A failed upload uploaded again used to leave the failed row beside the ready one.
+    owner = migrate.asyncpg_owner_url(database)
+    await migrate.upgrade(database, owner, "0015")
+    t, u, failed, ready = (uuid.uuid4() for _ in range(4))
+    engine = create_async_engine(owner)
+    async with engine.begin() as connection:
+        for statement in (
+            "INSERT INTO tenants (id, name) VALUES (:t, 'acme')",
+            "INSERT INTO users (tenant_id, id, email, password_hash, role) "
+            "VALUES (:t, :u, 'a@example.com', 'x', 'admin')",
+            "INSERT INTO attachments (tenant_id, id, user_id, content_hash, status, created_at) "
+            "VALUES (:t, :failed, :u, 'same', 'failed', now() - interval '30 minutes'), "
+            "(:t, :ready, :u, 'same', 'ready', now() - interval '10 minutes')",
+            "INSERT INTO attachment_chunks (tenant_id, id, attachment_id, ordinal, text, "
+            "token_count) VALUES (:t, gen_random_uuid(), :ready, 0, 'indexed', 1)",
+        ):
+            await connection.execute(
+                text(statement), {"t": t, "u": u, "failed": failed, "ready": ready}
+            )
+    await engine.dispose()
+
+    await migrate.upgrade(database, owner, "0016")
+
+    assert await _run(owner, "SELECT id, status FROM attachments") == [(ready, "ready")]
+    assert await _run(owner, "SELECT text FROM attachment_chunks") == [("indexed",)]

@@ -167,14 +167,17 @@ class IngestionRepository:
         return {oid: owner for oid, owner in rows}
 
     async def fail(self, oid: uuid.UUID, owner: str, error: str) -> None:
-        """Record a failure, unless another process has taken the document over."""
+        """Record a failure, unless another process has taken the document over. Only the
+        holder of the claim writes it: a document requeued by the recovery (unclaimed again)
+        or already stored by another process is not this job's to fail."""
         model = self.model
         await self.session.execute(
             update(model)
             .where(
                 model.tenant_id == self.tenant_id,
                 model.id == oid,
-                or_(model.claimed_by == owner, model.claimed_by.is_(None)),
+                model.claimed_by == owner,
+                model.status == "processing",
             )
             .values(status="failed", error=error, progress=1.0, **CLEARED_CLAIM)
             .execution_options(synchronize_session=False)

@@ -28,7 +28,10 @@ CREATE TEMPORARY TABLE attachment_copies AS
 SELECT tenant_id, id, keeper FROM (
   SELECT tenant_id, id,
          first_value(id) OVER (
-           PARTITION BY tenant_id, user_id, content_hash ORDER BY created_at, id
+           -- a ready copy is kept before an older failed one (a re-upload of a failed file
+           -- used to leave both)
+           PARTITION BY tenant_id, user_id, content_hash
+           ORDER BY (status = 'ready') DESC, created_at, id
          ) AS keeper
   FROM attachments
 ) ranked

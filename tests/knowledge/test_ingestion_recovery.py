@@ -20,6 +20,7 @@ from app.core.db import TENANT
 from app.core.jobs import Job
 from app.ingestion.pipeline import IngestionDeps, ingest
 from app.ingestion.recovery import recover
+from app.ingestion.repository import IngestionRepository
 from app.ingestion.uploads import from_bytes
 from app.knowledge.service import add_document
 from app.main import create_app
@@ -259,3 +260,22 @@ async def test_a_claim_is_renewed_while_processed_and_a_lapsed_one_is_not_stored
 
 def _other_process(sessionmaker: async_sessionmaker[AsyncSession]) -> IngestionDeps:
     return IngestionDeps(sessionmaker=sessionmaker, embedder=GatedEmbedder(), pii_anonymize=False)
+
+
+async def test_a_late_failure_does_not_fail_a_document_requeued_or_stored_meanwhile(
+    sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> None:
+    # The process whose lease lapsed fails its attempt after the recovery queued the document
+    # again (unclaimed, pending) or after another process stored it (ready, unclaimed).
+    tenant = await make_tenant(db)
+    requeued = await _add(sessionmaker, tenant.id, "Queued again.", status="pending")
+    stored = await _add(sessionmaker, tenant.id, "Stored by another.", status="ready")
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        repository = IngestionRepository(session, "kb", tenant.id)
+        for oid in (requeued, stored):
+            await repository.fail(oid, DEAD, "late failure of a lapsed claim")
+
+    rows = await _rows(sessionmaker, KbDocument, tenant.id)
+    assert (rows[requeued].status, rows[requeued].error) == ("pending", None)
+    assert (rows[stored].status, rows[stored].error) == ("ready", None)
