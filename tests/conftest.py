@@ -29,7 +29,7 @@ from app.core import migrate
 from app.core.database_urls import asyncpg_url, resolve_database_urls
 from app.core.db import create_sessionmaker
 from app.main import create_app
-from tests.services import ServiceMissing, in_ci, postgres_server, redis_server
+from tests.services import ServiceMissing, postgres_server, redis_server, require_service
 
 TEST_JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 TEST_APP_PASSWORD = "threadline-test-app:$pw$'quoted'"  # exercises the migration's quoting
@@ -40,9 +40,7 @@ TEST_APP_ROLE = "threadline_test_app"
 
 def _require(exc: ServiceMissing) -> None:
     """A missing service fails the run in CI and skips locally."""
-    if in_ci():
-        pytest.fail(f"required test service missing: {exc}", pytrace=False)
-    pytest.skip(f"test service missing: {exc}")
+    require_service(str(exc))
 
 
 @pytest.fixture(scope="session")

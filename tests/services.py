@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from sqlalchemy.engine import URL, make_url
 
@@ -32,6 +33,16 @@ class ServiceMissing(RuntimeError):
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_service(missing: str) -> NoReturn:
+    """A missing test service fails the run in CI (a green CI must not hide it) and skips
+    the test locally."""
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"required test service missing: {missing}", pytrace=False)
+    pytest.skip(f"test service missing: {missing}")
 
 
 def docker_available() -> bool:

@@ -32,7 +32,7 @@ from app.models import KbChunk, KbDocument
 from app.worker.celery_app import create_celery
 from tests.conftest import TEST_JWT_SECRET
 from tests.factories import login, make_tenant, make_user
-from tests.services import ServiceMissing, _private_redis
+from tests.services import ServiceMissing, _private_redis, require_service
 
 pytestmark = pytest.mark.committed
 
@@ -47,11 +47,11 @@ def broker() -> Iterator[str]:
     is left in the shared Redis."""
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.skip("redis-server is not installed")
+        require_service("redis-server is not installed (the Celery workers' broker)")
     try:
         yield from _private_redis(binary)
     except ServiceMissing as exc:
-        pytest.skip(str(exc))
+        require_service(str(exc))
 
 
 class Workers:
