@@ -17,8 +17,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection
 
+from app.chat.lease_repository import Lease, TurnLeaseRepository, expired_leases
 from app.chat.orphans import OrphanFinisher
-from app.chat.repository import Lease, TurnRepository, expired_leases
 from app.core.db import TENANT
 from app.graph.context import TurnContext
 
@@ -84,7 +84,7 @@ class TurnLeases:
                 async with self.sessionmaker() as db:
                     db.info[TENANT] = tenant_id
                     async with db.begin():
-                        await TurnRepository(db, tenant_id).renew_leases(
+                        await TurnLeaseRepository(db, tenant_id).renew_leases(
                             turn_ids, self.lease_seconds
                         )
             except Exception:
@@ -110,7 +110,7 @@ class TurnLeases:
 
     async def lease(self, tenant_id: uuid.UUID, turn_id: uuid.UUID) -> Lease | None:
         async with self.context.transaction(tenant_id) as db:
-            return await TurnRepository(db, tenant_id).lease(turn_id)
+            return await TurnLeaseRepository(db, tenant_id).lease(turn_id)
 
     async def settle(self, tenant_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
         """For a client waiting on the turn's stream: if its producer is gone, make sure the

@@ -22,7 +22,8 @@ from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.repository import Orphan, TurnRepository
+from app.chat.lease_repository import Orphan, TurnLeaseRepository
+from app.chat.repository import TurnRepository
 from app.chat.schemas import chat_answer
 from app.chat.stream_buffer import (
     TERMINAL_EVENTS,
@@ -117,8 +118,7 @@ class OrphanFinisher:
         requests use)."""
         ctx = self.context
         async with _transaction(sessionmaker or ctx.sessionmaker, tenant_id) as db:
-            repo = TurnRepository(db, tenant_id)
-            orphan = await repo.lock_orphan(turn_id, force=force)
+            orphan = await TurnLeaseRepository(db, tenant_id).lock_orphan(turn_id, force=force)
             if orphan is None:
                 return None
             recovered = recover(await self._events(turn_id))
@@ -130,7 +130,7 @@ class OrphanFinisher:
                 "latency_ms": done["latency_ms"],
                 "error": {"code": reason},
             }
-            await repo.finish_unfinished(
+            await TurnRepository(db, tenant_id).finish_unfinished(
                 turn_id,
                 status="incomplete",
                 answer=stored,

@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.repository import TurnRepository, expired_leases
+from app.chat.lease_repository import TurnLeaseRepository, expired_leases
 from app.models import QueryHistory
 from tests.factories import make_session, make_tenant, make_turn, make_user
 
@@ -34,6 +34,6 @@ async def test_an_old_turn_without_a_lease_is_swept_and_a_young_one_is_left(
 
     assert old.id in swept
     assert young.id not in swept
-    turns = TurnRepository(db, tenant.id)
+    turns = TurnLeaseRepository(db, tenant.id)
     assert await turns.lock_orphan(young.id, force=False) is None  # its process may be alive
     assert await turns.lock_orphan(old.id, force=False) is not None
