@@ -11,7 +11,7 @@ from sqlalchemy import Boolean, Float, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.process import process_id
+from app.core.process import process_id
 from app.core.repository import TenantRepository
 from app.models import QueryHistory
 

@@ -10,16 +10,15 @@ finishes it (app/chat/orphans.py).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 
 from app.chat.lease_repository import Lease, TurnLeaseRepository, expired_leases
 from app.chat.orphans import OrphanFinisher
 from app.core.db import TENANT
+from app.core.periodic import Periodic
 from app.graph.context import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -46,33 +45,18 @@ class TurnLeases:
         self.lease_seconds = settings.turn_lease_seconds
         self.renew_seconds = settings.turn_lease_renew_seconds
         self.sweep_seconds = settings.turn_sweep_seconds
-        self._tasks: list[asyncio.Task[None]] = []
+        self._timers = (
+            Periodic("turn lease renewal", self.renew_seconds, self.renew, at_start=False),
+            Periodic("orphaned turn sweep", self.sweep_seconds, self.sweep, at_start=True),
+        )
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._every(self.renew_seconds, self.renew, first=False)),
-            asyncio.create_task(self._every(self.sweep_seconds, self.sweep, first=True)),
-        ]
+        for timer in self._timers:
+            timer.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-
-    async def _every(
-        self, seconds: float, job: Callable[[], Awaitable[object]], *, first: bool
-    ) -> None:
-        if not first:
-            await asyncio.sleep(seconds)
-        while True:
-            try:
-                await job()
-            except Exception:
-                logger.warning("turn lease job failed; retried next time", exc_info=True)
-            await asyncio.sleep(seconds)
+        for timer in self._timers:
+            await timer.stop()
 
     async def renew(self) -> None:
         """Extend the leases of this process's running turns."""

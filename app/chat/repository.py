@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Float, Integer, Text, bindparam, column, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-from app.chat.process import process_id
 from app.core.pagination import Cursor
+from app.core.process import process_id
 from app.core.repository import TenantRepository
 from app.graph.state import HistoryTurn
 from app.models import ChatSession, QueryHistory, SessionAttachment

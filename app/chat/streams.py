@@ -20,10 +20,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from app.chat.process import process_id
 from app.chat.runner import PreparedTurn, TurnEvent
 from app.chat.sse import Finisher, RunHandle
 from app.chat.stream_buffer import StreamBuffer
+from app.core.process import process_id
 from app.core.redis import RedisHandle
 
 if TYPE_CHECKING:

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import uuid
 from collections.abc import Callable, Iterable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT
+from app.core.process import new_owner_id
 from app.ingestion.repository import IngestionRepository, Kind
 
 logger = logging.getLogger(__name__)
@@ -30,18 +28,12 @@ Held = tuple[Kind, uuid.UUID, uuid.UUID]
 """(kind, tenant, document id)"""
 
 
-def process_owner() -> str:
-    """This process's claim id: host and pid for operators, a random tail so that a pid
-    reused after a restart is not mistaken for the dead process."""
-    return f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
 class LeaseKeeper:
     def __init__(
         self, sessionmaker: Callable[[], async_sessionmaker[AsyncSession]], seconds: float
     ) -> None:
         """`sessionmaker` is read at each renewal (tests route the app through another)."""
-        self.owner = process_owner()
+        self.owner = new_owner_id()  # a claim names the pipeline that holds it
         self.seconds = seconds
         self._sessionmaker = sessionmaker
         self._held: dict[Held, bool] = {}

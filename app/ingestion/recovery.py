@@ -15,8 +15,6 @@ Every API process and every worker runs the scan, once at start-up and then peri
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -27,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT
 from app.core.jobs import JobRunner
+from app.core.periodic import Periodic
 from app.ingestion.jobs import ingest_job
 from app.ingestion.repository import IngestionRepository, Kind, lost_documents
 
@@ -107,10 +106,10 @@ class RecoveryLoop:
         self.interval = interval
         self.pending_grace = pending_grace
         self.max_attempts = max_attempts
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic("ingestion recovery scan", interval, self.run_once, at_start=True)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._timer.start()
 
     async def run_once(self) -> Recovered:
         return await recover(
@@ -120,17 +119,5 @@ class RecoveryLoop:
             max_attempts=self.max_attempts,
         )
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except Exception:  # PostgreSQL away: the next scan tries again
-                logger.warning("ingestion recovery scan failed", exc_info=True)
-            await asyncio.sleep(self.interval)
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._timer.stop()

@@ -1,0 +1,43 @@
+"""A job run on a timer inside the process (lease renewal, orphan and ingestion recovery
+sweeps, the retention sweep): a failed run is logged and tried again at the next tick."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger(__name__)
+
+
+class Periodic:
+    def __init__(
+        self, name: str, seconds: float, job: Callable[[], Awaitable[object]], *, at_start: bool
+    ) -> None:
+        """`at_start`: run once at once (a recovery scan), else first after one interval."""
+        self.name = name
+        self.seconds = seconds
+        self.job = job
+        self.at_start = at_start
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        if not self.at_start:
+            await asyncio.sleep(self.seconds)
+        while True:
+            try:
+                await self.job()
+            except Exception:  # PostgreSQL or Redis away: the next tick tries again
+                logger.warning("%s failed; retried at the next interval", self.name, exc_info=True)
+            await asyncio.sleep(self.seconds)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
