@@ -3,6 +3,8 @@
 With no `DATABASE_URL`, every command attaches to the embedded PostgreSQL under
 `THREADLINE_DATA_DIR` and brings its schema to head first, so separate commands see the same,
 ready data. Against an external database, `threadline migrate` is an explicit step.
+
+Over 300 lines until the commands become an `app/cli/` package (issue 14 asks for it).
 """
 
 from __future__ import annotations

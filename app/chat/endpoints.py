@@ -1,3 +1,10 @@
+"""The chat endpoints: `/chat`, `/chat/stream`, resume and stop, each translating HTTP to
+the turn's lifecycle (admission, the run, idempotent replay, orphans).
+
+Over 300 lines: the idempotent replay of a `/chat` answer or a stream belongs next to the
+endpoints it replays; issue 14 moves the streaming parts to a `chat/streaming` package.
+"""
+
 from __future__ import annotations
 
 import asyncio

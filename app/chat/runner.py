@@ -6,6 +6,9 @@ Events, in order: `meta` (after retrieval: session, turn, composition), `token`â
 call is cancelled with the run: no token is generated after that, and the partial answer goes
 through the same output checks as a complete one before it is stored (or returned by a
 stopped stream's `done`).
+
+Over 300 lines because a turn's three endings (complete, cancelled, failed) and the
+checks of a partial answer belong to one lifecycle; splitting them would scatter it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Three checks, cheapest first; any one is a hit:
    are embedded once per process and embedder.
 
 The index is built once per process; a check is a dict lookup per character of the message.
+
+Over 300 lines: the three checks share one normalised form and one set of known
+phrasings, read together when tuning (docs/adr/0020); the phrasings themselves are data
+(`known_attacks.txt`).
 """
 
 from __future__ import annotations

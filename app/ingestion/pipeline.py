@@ -13,6 +13,9 @@ does not send is time the model gets back (bench/ingestion.py).
 The claim takes a lease, renewed while the document is processed (`leases`); the store
 and the failure record clear it, and write only while this process still holds it. A
 document whose process died is taken over once its lease lapses (`recovery`).
+
+Over 300 lines: the claim, prepare, embed and store steps and the batchers that share
+their transactions are one flow; the SQL is in `repository`, the CPU work in `prepare`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ documents, use `ts_rank_cd`. The HNSW index is shared by all
 tenants, so a filtered nearest-neighbour search could come back short for a small tenant;
 pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep scanning
 until the filter has let through enough rows, and the query orders the survivors exactly.
+
+Over 300 lines until its SQL and orchestration are separated (issue 14 asks for it).
 """
 
 from __future__ import annotations
