@@ -16,15 +16,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.server_process import free_port
 from tests.services import require_service
 
 _START_SECONDS = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _command(port: int, *args: str) -> bytes:
@@ -53,7 +48,7 @@ def _command(port: int, *args: str) -> bytes:
 class PrivateRedis:
     def __init__(self, binary: str) -> None:
         self.binary = binary
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="tl-test-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -8,7 +8,6 @@ import pty
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from app.core.db import scope_to_tenant
 from app.models import QueryHistory
 from tests.chat_helpers import add_kb_document
 from tests.factories import DEFAULT_PASSWORD, make_session, make_tenant, make_user
+from tests.server_process import free_port, server_env
 
 pytestmark = pytest.mark.committed
 
@@ -37,36 +37,13 @@ REFUNDS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _server_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
-    assert settings.database_url and settings.redis_url and settings.jwt_secret
-    env.update(
-        DATABASE_URL=settings.database_url,
-        REDIS_URL=settings.redis_url,
-        THREADLINE_ENV="test",
-        THREADLINE_JWT_SECRET=settings.jwt_secret.get_secret_value(),
-        THREADLINE_APP_DB_PASSWORD=settings.app_db_password.get_secret_value(),
-        THREADLINE_APP_DB_ROLE=settings.app_db_role,
-        THREADLINE_REDIS_PREFIX=settings.redis_prefix,
-        THREADLINE_LOG_JSON="false",
-        THREADLINE_LOG_LEVEL="WARNING",
-    )
-    return env
-
-
 @pytest.fixture
 def server(settings: Settings) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         cwd=ROOT,
-        env=_server_env(settings),
+        env=server_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

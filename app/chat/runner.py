@@ -27,7 +27,7 @@ from langgraph.types import StreamMode
 
 from app.chat.repository import TurnRepository
 from app.core.db_outage import is_db_unavailable, retry_through_outage
-from app.core.errors import AppError
+from app.core.errors import AppError, ServiceUnavailable
 from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
@@ -323,18 +323,14 @@ def _error_code(error: BaseException) -> str:
 
 
 def _error_event(error: Exception) -> TurnEvent:
-    if isinstance(error, AppError):
-        return TurnEvent("error", {"code": error.code, "message": error.message}, error.status_code)
     if is_db_unavailable(error):  # e.g. history or the checkpoint could not be read
         logger.warning("turn failed: database unavailable", exc_info=error)
-        return TurnEvent(
-            "error",
-            {
-                "code": "database_unavailable",
-                "message": "The database is unavailable; the turn was not answered. Retry shortly.",
-            },
-            503,
+        error = ServiceUnavailable(
+            "The database is unavailable; the turn was not answered. Retry shortly.",
+            code="database_unavailable",
         )
+    if isinstance(error, AppError):
+        return TurnEvent("error", {"code": error.code, "message": error.message}, error.status_code)
     logger.error("turn failed", exc_info=error)
     return TurnEvent(
         "error",
