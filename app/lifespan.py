@@ -13,7 +13,6 @@ from types import FrameType
 from fastapi import FastAPI
 
 from app.chat.guards import ChatGuards
-from app.chat.history import HistoryStore
 from app.chat.leases import TurnLeases
 from app.chat.orphans import OrphanFinisher
 from app.chat.runner import TurnRunner, drain_background
@@ -22,7 +21,6 @@ from app.core.database_urls import resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
 from app.core.jobs import CeleryJobs, InProcessJobs
 from app.core.redis import build_redis
-from app.core.resources import Resources
 from app.embeddings.factory import build_embedder
 from app.embeddings.space import EmbeddingMismatchError, check_embedding_space
 from app.graph.build import build_graph
@@ -41,8 +39,10 @@ from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
 from app.llm.providers import build_responder
 from app.observability.tracing import build_tracing
+from app.resources import Resources
 from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
+from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.principal import CurrentPrincipal, Principal
 from app.chat.idempotency import MAX_KEY_CHARS, Claim, fingerprint
 from app.chat.leases import TurnLeases
-from app.chat.repository import TurnRepository
 from app.chat.resume import Settle, check_resumable, parse_last_event_id, resumed_stream
 from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
@@ -28,8 +27,9 @@ from app.chat.service import prepare_turn
 from app.chat.sse import SSE_HEADERS, Finisher, event_stream, format_event
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable, error_responses
-from app.core.resources import Resources
 from app.observability import metrics
+from app.resources import Resources
+from app.turns.repository import TurnRepository
 
 router = APIRouter(tags=["chat"])
 

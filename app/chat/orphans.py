@@ -23,7 +23,6 @@ from typing import Any, cast
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.lease_repository import Orphan, TurnLeaseRepository
-from app.chat.repository import TurnRepository
 from app.chat.schemas import chat_answer
 from app.chat.stream_buffer import (
     TERMINAL_EVENTS,
@@ -35,10 +34,11 @@ from app.chat.stream_buffer import (
 from app.core.db import TENANT
 from app.graph.context import TurnContext
 from app.graph.nodes.validate_output import check_answer
-from app.graph.state import SourceRef
 from app.llm.tokens import count_tokens
 from app.privacy.marks import is_erased
 from app.privacy.pii import anonymize
+from app.turns.repository import TurnRepository
+from app.turns.types import SourceRef
 
 logger = logging.getLogger(__name__)
 

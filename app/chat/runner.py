@@ -25,7 +25,6 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
-from app.chat.repository import TurnRepository
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
 from app.graph.build import NODE_TIMINGS, TurnGraph
@@ -33,10 +32,12 @@ from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
 from app.graph.nodes.answer_early import public_triage
 from app.graph.nodes.validate_output import check_answer
-from app.graph.state import ChatMessage, initial_state
+from app.graph.state import initial_state
 from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
+from app.turns.repository import TurnRepository
+from app.turns.types import ChatMessage
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
-    from app.graph.budget import snippet
+    from app.core.text import snippet
 
     cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
     return [

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from app.graph.state import ChatMessage
+from app.turns.types import ChatMessage
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MESSAGES = 100

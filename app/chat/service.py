@@ -12,13 +12,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.chat.repository import TurnRepository
 from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest
 from app.config import Settings
 from app.core.errors import NotFound
 from app.models import Attachment
 from app.privacy.pii import anonymize
+from app.turns.repository import TurnRepository
 
 
 async def prepare_turn(

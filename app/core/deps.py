@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.core.jobs import RUNNER
 from app.core.redis import RedisHandle
-from app.core.resources import Resources
+from app.resources import Resources
 
 # Dependencies are `async def` even when they do not await: FastAPI runs a plain `def`
 # dependency in its thread pool, a thread hop per request for a dictionary lookup.

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.graph.source_framing import source_block as quoted_sources
-from app.graph.state import ChatMessage, Composition, HistoryTurn, PassageData, SourceRef
+from app.graph.state import Composition
 from app.llm.tokens import count_tokens, truncate_to_tokens
+from app.turns.types import ChatMessage, HistoryTurn, PassageData, SourceRef
 
 MIN_PASSAGE_TOKENS = 40
 # A passage's number, title line and data delimiters around its text.
 PASSAGE_OVERHEAD = 16
-SNIPPET_CHARS = 300
 # Share of the budget kept for history when retrieved passages come first, so follow-ups keep
 # their context even when the sources alone could fill the prompt.
 HISTORY_RESERVE = 0.25
@@ -264,7 +264,3 @@ def quality_score(
     if truncated:
         score -= 0.05
     return round(max(0.0, min(1.0, score)), 3)
-
-
-def snippet(text: str) -> str:
-    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1].rstrip() + "…"

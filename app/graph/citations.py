@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.graph.state import SourceRef
+from app.turns.types import SourceRef
 
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 

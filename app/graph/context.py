@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.history import HistoryStore
 from app.config import Settings
 from app.core.db import TENANT
 from app.embeddings.base import Embedder
@@ -20,6 +19,7 @@ from app.guardrails.policy import TenantPolicies
 from app.llm.responder import Responder
 from app.retrieval.base import Retriever
 from app.retrieval.status import KnowledgeBaseStatus
+from app.turns.history import HistoryStore
 
 
 @dataclass

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.graph.state import ChatMessage, HistoryTurn
+from app.core.text import content_words
+from app.turns.types import ChatMessage, HistoryTurn
 
 _REFERRING = re.compile(
     r"\b(it|its|that|this|these|those|they|them|their|the (?:first|second|third|fourth|fifth|"
@@ -24,99 +25,7 @@ _ORDINALS = {
 }  # fmt: skip
 _ORDINAL = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b|\b(?:number|no\.?|#)\s*(\d+)\b", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+)$", re.MULTILINE)
-_STOPWORDS = frozenset(
-    (
-        "a",
-        "about",
-        "also",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "could",
-        "describe",
-        "did",
-        "do",
-        "does",
-        "elaborate",
-        "else",
-        "expand",
-        "explain",
-        "for",
-        "from",
-        "give",
-        "here",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "just",
-        "me",
-        "more",
-        "my",
-        "of",
-        "on",
-        "one",
-        "ones",
-        "or",
-        "our",
-        "please",
-        "really",
-        "said",
-        "say",
-        "should",
-        "show",
-        "so",
-        "some",
-        "tell",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "to",
-        "too",
-        "us",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    )
-)
-_CONTENT_WORD = re.compile(r"[A-Za-zÀ-ÿ0-9][\w'-]*")
 _STRIP_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
-
-
-def content_words(text: str) -> list[str]:
-    return [w for w in _CONTENT_WORD.findall(text) if w.lower() not in _STOPWORDS]
 
 
 def is_follow_up(query: str, history: Sequence[HistoryTurn]) -> bool:

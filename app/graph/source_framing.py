@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.graph.state import SourceRef
+from app.turns.types import SourceRef
 
 OPEN = "<source>"
 CLOSE = "</source>"

@@ -16,51 +16,12 @@ from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
 from langgraph.channels.untracked_value import UntrackedValue
 
+from app.turns.types import ChatMessage, HistoryTurn, PassageData, SourceRef, Usage
+
 Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
 T = TypeVar("T")
 Working = Annotated[T, UntrackedValue]
 """A field only this turn's nodes read: held in memory, never written to the checkpoint."""
-
-
-class ChatMessage(TypedDict):
-    role: Literal["user", "assistant", "system"]
-    content: str
-
-
-class HistoryTurn(TypedDict):
-    turn_id: str
-    user_query: str
-    answer: str
-    status: str
-
-
-class PassageData(TypedDict):
-    id: str
-    kind: Literal["kb", "attachment"]
-    source_id: str
-    title: str
-    text: str
-    score: float
-
-
-class SourceRef(TypedDict):
-    """A numbered citation target: `[n]` in the answer points at chunk `id` (or, for an
-    answer from the FAQ fast path, at FAQ entry `id`)."""
-
-    n: int
-    id: str
-    kind: Literal["kb", "attachment", "faq"]
-    source_id: str
-    title: str
-    score: float
-    text: str
-    """The passage as it went into the prompt (possibly cut to the budget)."""
-
-
-class Usage(TypedDict):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
 
 
 class TurnState(TypedDict):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.graph.state import ChatMessage, HistoryTurn
 from app.llm.tokens import count_tokens
+from app.turns.types import ChatMessage, HistoryTurn
 
 OMITTED = "(earlier turns omitted)"
 

@@ -14,9 +14,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from app.graph.budget import MIN_PASSAGE_TOKENS, quality_score
-from app.graph.state import Composition, PassageData, SourceRef
+from app.graph.state import Composition
+from app.graph.tools import AGENT_INSTRUCTIONS
 from app.llm.tokens import count_tokens, truncate_to_tokens
-from app.llm.tools import AGENT_INSTRUCTIONS
+from app.turns.types import PassageData, SourceRef
 
 OVER_BUDGET_RESULT = "The results did not fit in the context budget; answer from what you have."
 

@@ -12,9 +12,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.graph.followups import content_words
-from app.graph.state import SourceRef
+from app.core.text import content_words
 from app.llm.responder import EXTRACTIVE_NOTICE
+from app.turns.types import SourceRef
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.graph.followups import content_words
+from app.core.text import content_words
 from app.guardrails import injection
 from app.privacy.pii import matches
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.graph.followups import content_words
+from app.core.text import content_words
 
 _GREETING = re.compile(
     r"^\s*(?:hi|hello|hey|hiya|howdy|greetings|good (?:morning|afternoon|evening|day)|ciao|"

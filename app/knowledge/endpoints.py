@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
-from app.graph.budget import snippet
+from app.core.text import snippet
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.schemas import (

@@ -21,8 +21,8 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from app.graph.state import ChatMessage, HistoryTurn, SourceRef
 from app.llm.tokens import count_tokens
+from app.turns.types import ChatMessage, HistoryTurn, SourceRef
 
 
 @dataclass
@@ -157,7 +157,7 @@ NO_SOURCES = (
 
 
 def _terms(text: str) -> set[str]:
-    from app.graph.followups import content_words
+    from app.core.text import content_words
 
     return {w.lower() for w in content_words(text) if len(w) > 2}
 

@@ -19,11 +19,11 @@ from app.audit.log import record
 from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import NotFound, TooManyRequests, error_responses
-from app.core.resources import Resources
 from app.models import AuditLog, ChatSession, QueryHistory, User
 from app.privacy.erasure import erase_user, purge_cache_keys, refuse_last_admin
 from app.privacy.export import export_user
 from app.privacy.marks import mark_erased
+from app.resources import Resources
 
 logger = logging.getLogger(__name__)
 _STOP_WAIT_SECONDS = 5.0

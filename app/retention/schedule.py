@@ -11,7 +11,7 @@ import logging
 from datetime import UTC, datetime
 
 from app.core.periodic import Periodic
-from app.core.resources import Resources
+from app.resources import Resources
 from app.retention.purge import sweep
 
 logger = logging.getLogger(__name__)

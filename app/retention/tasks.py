@@ -17,12 +17,12 @@ def retention_sweep() -> dict[str, int]:
 async def _sweep() -> dict[str, int]:
     from datetime import UTC, datetime
 
-    from app.chat.history import HistoryStore
     from app.config import get_settings
     from app.core.database_urls import resolve_database_urls
     from app.core.db import create_engine, create_sessionmaker
     from app.core.redis import build_redis
     from app.retention.purge import sweep
+    from app.turns.history import HistoryStore
 
     settings = get_settings()
     engine = create_engine(resolve_database_urls(settings).app, pool_size=2, max_overflow=0)

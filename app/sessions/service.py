@@ -7,11 +7,11 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.chat.repository import TurnRepository
 from app.core.errors import NotFound
 from app.core.pagination import Cursor, split_page
 from app.models import ChatSession, QueryHistory
 from app.sessions.repository import SessionRepository, delete_checkpoints
+from app.turns.repository import TurnRepository
 
 DEFAULT_TITLE = "New conversation"
 

@@ -13,11 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.db import scope_to_tenant
 from app.graph.budget import quality_score
 from app.graph.composition import classify_query, refine_with_results
-from app.graph.state import PassageData
 from app.graph.tool_context import OVER_BUDGET_RESULT
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.llm.tokens import count_tokens
 from app.models import KbChunk
+from app.turns.types import PassageData
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import make_chatter, make_session, make_turn, make_user
 from tests.fakes import ToolCall, ToolCallingChatModel, text_of

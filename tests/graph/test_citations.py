@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from app.graph.citations import check_citations
-from app.graph.state import SourceRef
+from app.turns.types import SourceRef
 
 
 def source(n: int) -> SourceRef:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.followups import is_follow_up, rewrite_by_rules
-from app.graph.state import HistoryTurn
+from app.turns.types import HistoryTurn
 
 
 def turn(query: str, answer: str) -> HistoryTurn:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.graph.nodes.load_history import merge_client_history, split_window
-from app.graph.state import ChatMessage, HistoryTurn
+from app.turns.types import ChatMessage, HistoryTurn
 
 
 def turns(first: int, last: int) -> list[HistoryTurn]:

@@ -26,16 +26,17 @@ from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
 from app.graph.source_framing import source_block
-from app.graph.state import ChatMessage, SourceRef, TurnState, Usage
+from app.graph.state import TurnState
 from app.graph.tool_context import (
     first_search_query,
     fit_result,
     result_allowance,
     tool_turn_metadata,
 )
+from app.graph.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
 from app.llm.responder import to_langchain
 from app.llm.tokens import count_tokens
-from app.llm.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
+from app.turns.types import ChatMessage, SourceRef, Usage
 
 
 def _opening(state: TurnState) -> list[BaseMessage]:

@@ -11,8 +11,9 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import SourceRef, TurnState, Usage
+from app.graph.state import TurnState
 from app.llm.tokens import count_tokens
+from app.turns.types import SourceRef, Usage
 
 TRIAGE_MODEL = "triage"
 

@@ -11,9 +11,10 @@ from langgraph.runtime import Runtime
 from app.graph.budget import BudgetSettings
 from app.graph.budget import build_context as fit_context
 from app.graph.context import TurnContext
-from app.graph.state import HistoryTurn, TurnState
+from app.graph.state import TurnState
 from app.graph.summary import fold_by_rules, summary_prompt
 from app.llm.tokens import count_tokens
+from app.turns.types import HistoryTurn
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ from langgraph.runtime import Runtime
 
 from app.graph.citations import check_citations
 from app.graph.context import TurnContext
-from app.graph.state import TurnState, Usage
+from app.graph.state import TurnState
 from app.llm.responder import Generation
+from app.turns.types import Usage
 
 
 async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

@@ -20,10 +20,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import ChatMessage, TurnState
+from app.graph.state import TurnState
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
+from app.turns.types import ChatMessage
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from app.chat.repository import TurnRepository
 from app.graph.context import TurnContext
-from app.graph.state import ChatMessage, HistoryTurn, TurnState
+from app.graph.state import TurnState
 from app.privacy.pii import anonymize
+from app.turns.repository import TurnRepository
+from app.turns.types import ChatMessage, HistoryTurn
 
 MAX_FOLD_BATCH = 50
 

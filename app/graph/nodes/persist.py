@@ -11,12 +11,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from app.chat.history import HistorySnapshot
-from app.chat.repository import TurnRepository
 from app.core.db_outage import retry_through_outage
 from app.graph.context import TurnContext
-from app.graph.state import HistoryTurn, TurnState
+from app.graph.state import TurnState
 from app.privacy.pii import anonymize
+from app.turns.history import HistorySnapshot
+from app.turns.repository import TurnRepository
+from app.turns.types import HistoryTurn
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.repository import SessionStateRepository
 from app.core.errors import AppError, NotFound, UnprocessableEntity
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
 from app.models import Attachment, SessionAttachment
+from app.turns.repository import SessionStateRepository
 
 
 async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

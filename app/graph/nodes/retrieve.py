@@ -10,7 +10,8 @@ from langgraph.runtime import Runtime
 
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
-from app.graph.state import PassageData, TurnState
+from app.graph.state import TurnState
+from app.turns.types import PassageData
 
 
 async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

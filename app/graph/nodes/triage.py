@@ -21,7 +21,8 @@ from app.faqs.service import closest_faq
 from app.graph.context import TurnContext
 from app.graph.followups import is_follow_up
 from app.graph.nodes.guard_input import tenant_policy
-from app.graph.state import HistoryTurn, TurnState
+from app.graph.state import TurnState
+from app.graph.tools import tool_model
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.policy import TenantPolicy
 from app.guardrails.triage_rules import (
@@ -30,7 +31,7 @@ from app.guardrails.triage_rules import (
     on_topic,
     smalltalk_intent,
 )
-from app.llm.tools import tool_model
+from app.turns.types import HistoryTurn
 
 
 def _relevance(state: TurnState, policy: TenantPolicy, triage: dict[str, Any]) -> str:

@@ -17,11 +17,12 @@ from app.config import Settings
 from app.graph.budget import SYSTEM_PROMPT
 from app.graph.context import TurnContext
 from app.graph.nodes.answer_early import public_triage
-from app.graph.state import SourceRef, TurnState
+from app.graph.state import TurnState
+from app.graph.tools import AGENT_INSTRUCTIONS
 from app.guardrails.grounding import check_grounding
 from app.guardrails.output_checks import check_output
-from app.llm.tools import AGENT_INSTRUCTIONS
 from app.privacy.pii import anonymize
+from app.turns.types import SourceRef
 
 
 @dataclass(frozen=True)

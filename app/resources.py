@@ -15,12 +15,12 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from app.chat.guards import ChatGuards
-    from app.chat.history import HistoryStore
     from app.chat.runner import TurnRunner
     from app.core.jobs import CeleryJobs, InProcessJobs
     from app.graph.context import TurnContext
     from app.ingestion.pipeline import IngestionDeps
     from app.retrieval.hybrid import HybridRetriever
+    from app.turns.history import HistoryStore
 
 
 @dataclass

@@ -17,20 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.text import content_words
 from app.graph.context import TurnContext
-from app.graph.followups import content_words
 from app.graph.source_framing import quote_source
-from app.graph.state import SourceRef, TurnState
+from app.graph.state import TurnState
 from app.llm.responder import ChatModelResponder, Responder
 from app.llm.tokens import truncate_to_tokens
-from app.models import QueryHistory
+from app.turns.repository import TurnRepository
+from app.turns.types import SourceRef
 
 PAST_TURNS_LIMIT = 5
-# A turn the input guardrail blocked is never shown to the model again.
-NOT_BLOCKED = QueryHistory.context_metadata["triage"]["route"].astext.is_distinct_from("blocked")
 PAST_ANSWER_TOKENS = 800
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
@@ -183,18 +181,10 @@ async def _past_answer(
     except ValueError:
         record["result_ids"] = []
         return ToolOutcome("That is not a turn id.", record)
-    row = (
-        await db.execute(
-            select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer).where(
-                QueryHistory.tenant_id == uuid.UUID(state["tenant_id"]),
-                QueryHistory.user_id == uuid.UUID(state["user_id"]),
-                QueryHistory.session_id == uuid.UUID(state["session_id"]),
-                QueryHistory.id == wanted,
-                QueryHistory.status == "complete",
-                NOT_BLOCKED,
-            )
-        )
-    ).one_or_none()
+    turns = TurnRepository(db, uuid.UUID(state["tenant_id"]))
+    row = await turns.finished_answer(
+        uuid.UUID(state["user_id"]), uuid.UUID(state["session_id"]), wanted
+    )
     if row is None:
         record["result_ids"] = []
         return ToolOutcome("No earlier answer has that id.", record)
@@ -210,35 +200,13 @@ async def _past_turns(
     if not words:
         record["result_ids"] = []
         return ToolOutcome("The topic was empty.", record)
-    matches = [
-        or_(
-            QueryHistory.user_query.ilike(f"%{_escape(w)}%"),
-            QueryHistory.answer.ilike(f"%{_escape(w)}%"),
-        )
-        for w in words
-    ]
-    rows = (
-        await db.execute(
-            select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer)
-            .where(
-                QueryHistory.tenant_id == uuid.UUID(state["tenant_id"]),
-                QueryHistory.user_id == uuid.UUID(state["user_id"]),
-                QueryHistory.session_id == uuid.UUID(state["session_id"]),
-                QueryHistory.status == "complete",
-                NOT_BLOCKED,
-                or_(*matches),
-            )
-            .order_by(QueryHistory.created_at.desc())
-            .limit(PAST_TURNS_LIMIT)
-        )
-    ).all()
+    turns = TurnRepository(db, uuid.UUID(state["tenant_id"]))
+    rows = await turns.finished_about(
+        uuid.UUID(state["user_id"]), uuid.UUID(state["session_id"]), words, PAST_TURNS_LIMIT
+    )
     record["result_ids"] = [str(r.id) for r in rows]
     if not rows:
         return ToolOutcome("No earlier turn of this conversation is about that.", record)
     return ToolOutcome(
         "\n".join(f"turn {r.id}: Q: {r.user_query} | A: {r.answer[:200]}" for r in rows), record
     )
-
-
-def _escape(word: str) -> str:
-    return word.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")

@@ -15,10 +15,10 @@ from typing import TypedDict
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.repository import SessionStateRepository, TurnRepository
 from app.core.redis import RedisHandle
-from app.graph.state import HistoryTurn
 from app.privacy.marks import mark_key
+from app.turns.repository import SessionStateRepository, TurnRepository
+from app.turns.types import HistoryTurn
 
 logger = logging.getLogger(__name__)
 

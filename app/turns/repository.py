@@ -1,19 +1,24 @@
-"""SQL for turns (`query_history`) and the session's running summary."""
+"""SQL for turns (`query_history`) and the session's running summary.
+
+Over 300 lines because it is the one home of every statement on `query_history`: the turn
+pipeline, the listing, the agent's tools and the history window read the same table.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, Integer, Text, bindparam, column, func, select, text, update
+from sqlalchemy import Float, Integer, Row, Text, bindparam, column, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from app.core.pagination import Cursor
 from app.core.process import process_id
 from app.core.repository import TenantRepository
-from app.graph.state import HistoryTurn
 from app.models import ChatSession, QueryHistory, SessionAttachment
+from app.turns.types import HistoryTurn
 
 HISTORY_STATUSES = ("complete", "incomplete")
 
@@ -238,6 +243,51 @@ class TurnRepository(TenantRepository[QueryHistory]):
             )
             .values(completed_at=datetime.now(UTC), **values)
         )
+
+    async def finished_answer(
+        self, user_id: uuid.UUID, session_id: uuid.UUID, turn_id: uuid.UUID
+    ) -> Row[uuid.UUID, str, str] | None:
+        """One complete, unblocked earlier turn of this user's session (the agent's tool)."""
+        statement = select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer).where(
+            *self._own_finished(user_id, session_id), QueryHistory.id == turn_id
+        )
+        return (await self.session.execute(statement)).one_or_none()
+
+    async def finished_about(
+        self, user_id: uuid.UUID, session_id: uuid.UUID, words: list[str], limit: int
+    ) -> Sequence[Row[uuid.UUID, str, str]]:
+        """The newest complete, unblocked turns of the session that mention any of `words`."""
+        matches = [
+            or_(
+                QueryHistory.user_query.ilike(f"%{_escape_like(w)}%"),
+                QueryHistory.answer.ilike(f"%{_escape_like(w)}%"),
+            )
+            for w in words
+        ]
+        statement = (
+            select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer)
+            .where(*self._own_finished(user_id, session_id), or_(*matches))
+            .order_by(QueryHistory.created_at.desc())
+            .limit(limit)
+        )
+        return (await self.session.execute(statement)).all()
+
+    def _own_finished(self, user_id: uuid.UUID, session_id: uuid.UUID) -> list[Any]:
+        # A turn the input guardrail blocked is never shown to the model again.
+        not_blocked = QueryHistory.context_metadata["triage"]["route"].astext.is_distinct_from(
+            "blocked"
+        )
+        return [
+            QueryHistory.tenant_id == self.tenant_id,
+            QueryHistory.user_id == user_id,
+            QueryHistory.session_id == session_id,
+            QueryHistory.status == "complete",
+            not_blocked,
+        ]
+
+
+def _escape_like(word: str) -> str:
+    return word.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
 
 
 class SessionStateRepository(TenantRepository[ChatSession]):

@@ -1,0 +1,1 @@
+"""Turns: the shared turn types, the turn repository and the history store."""
