@@ -176,7 +176,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Celery beat runs the retention sweep when there is a broker; else this process does.
     retention = None
     if not settings.celery_broker_url:
-        retention = RetentionScheduler(resources, settings.retention_sweep_seconds)
+        retention = RetentionScheduler(
+            lambda: resources.sessionmaker, resources.history, settings.retention_sweep_seconds
+        )
         retention.start()
     # Ingestions lost by a process that stopped are queued again, now and periodically. On
     # the engine's own sessions: a scan never shares a connection with a request.

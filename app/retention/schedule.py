@@ -8,18 +8,29 @@ starting a process never deletes anything by surprise.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
 from app.core.periodic import Periodic
-from app.resources import Resources
 from app.retention.purge import sweep
+from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 
 
 class RetentionScheduler:
-    def __init__(self, resources: Resources, interval_seconds: float) -> None:
-        self.resources = resources
+    """Runs the retention sweep every `interval_seconds` in this process until stopped."""
+
+    def __init__(
+        self,
+        sessionmaker: Callable[[], async_sessionmaker[AsyncSession]],
+        history: HistoryStore,
+        interval_seconds: float,
+    ) -> None:
+        self.sessionmaker = sessionmaker
+        self.history = history
         self.interval = interval_seconds
         self._timer = Periodic("retention sweep", interval_seconds, self._sweep, at_start=False)
 
@@ -27,8 +38,8 @@ class RetentionScheduler:
         self._timer.start()
 
     async def _sweep(self) -> None:
-        # Read at each run: tests route the app through another sessionmaker.
-        await sweep(self.resources.sessionmaker, self.resources.history, datetime.now(UTC))
+        # Asked at each run: tests route the app through another sessionmaker.
+        await sweep(self.sessionmaker(), self.history, datetime.now(UTC))
 
     async def stop(self) -> None:
         await self._timer.stop()

@@ -188,7 +188,10 @@ async def test_the_in_process_scheduler_runs_the_sweep(app: FastAPI, db: AsyncSe
     await db.commit()
     chat = await make_session(db, await make_user(db, tenant))
     await _turn_at(db, chat, datetime.now(UTC) - timedelta(days=2), "old")
-    scheduler = RetentionScheduler(app.state.resources, interval_seconds=0.05)
+    resources = app.state.resources
+    scheduler = RetentionScheduler(
+        lambda: resources.sessionmaker, resources.history, interval_seconds=0.05
+    )
     scheduler.start()
     try:
         for _ in range(100):
