@@ -65,7 +65,8 @@ def test_every_relative_link_in_the_readme_and_docs_points_to_something_that_exi
             linked = (document.parent / path).resolve() if path else document
             if not linked.exists():
                 broken.append(f"{document.relative_to(ROOT)}: {target}")
-            elif fragment and linked.suffix == ".md":
-                if fragment.lower() not in anchors(linked.read_text()):
-                    broken.append(f"{document.relative_to(ROOT)}: {target} (no such heading)")
+            elif (
+                fragment and linked.suffix == ".md" and fragment not in anchors(linked.read_text())
+            ):
+                broken.append(f"{document.relative_to(ROOT)}: {target} (no such heading)")
     assert broken == []
