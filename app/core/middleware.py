@@ -129,7 +129,8 @@ def _too_large(limit: int) -> str:
 class BodySizeLimitMiddleware:
     """Refuse bodies over the limit with 413, by Content-Length or while streaming them in.
 
-    `overrides` gives larger limits to path prefixes (file uploads).
+    `overrides` gives larger limits to path prefixes (file uploads). Kept instead of FastAPI's
+    own `max_body_size`, which answers some refusals in plain text (docs/adr/0023).
     """
 
     def __init__(

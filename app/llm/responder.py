@@ -13,13 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-)
+from langchain_core.messages import BaseMessage, convert_to_messages
 
 from app.llm.tokens import count_tokens
 from app.turns.types import ChatMessage, HistoryTurn, SourceRef
@@ -39,29 +33,28 @@ class Generation:
         self.completion_tokens = count_tokens("".join(self.text))
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """What a responder answers: the prompt for a model, and what an extractive answer is
+    composed from (the numbered sources, the earlier turns and the question)."""
+
+    prompt: Sequence[ChatMessage]
+    sources: Sequence[SourceRef]
+    history: Sequence[HistoryTurn]
+    query: str
+
+
 class Responder(Protocol):
+    """What the generate node (and the follow-up rewriter) talk to."""
+
     model_name: str
     uses_language_model: bool
 
-    def stream(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> AsyncIterator[str]:
+    def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         """Yield the answer's text deltas; record usage in `generation`."""
         ...
 
-    async def answer(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> str:
+    async def answer(self, request: ModelRequest, generation: Generation) -> str:
         """The whole answer in one call (nobody watches it arrive); usage in `generation`."""
         ...
 
@@ -71,79 +64,52 @@ class Responder(Protocol):
 
 
 def to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
-    converted: list[BaseMessage] = []
-    for message in messages:
-        if message["role"] == "system":
-            converted.append(SystemMessage(message["content"]))
-        elif message["role"] == "assistant":
-            converted.append(AIMessage(message["content"]))
-        else:
-            converted.append(HumanMessage(message["content"]))
-    return converted
-
-
-def _text(chunk: AIMessageChunk | BaseMessage) -> str:
-    content = chunk.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        part.get("text", "") if isinstance(part, dict) else str(part) for part in content
-    )
+    """The prompt as LangChain messages: `convert_to_messages` maps the roles; this only
+    hands it our typed messages as the (role, content) pairs it accepts."""
+    return convert_to_messages([(message["role"], message["content"]) for message in messages])
 
 
 class ChatModelResponder:
+    """Answers with a LangChain chat model, streamed or in one call."""
+
     uses_language_model = True
 
     def __init__(self, model: BaseChatModel, model_name: str) -> None:
         self.model = model
         self.model_name = model_name
 
-    async def stream(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> AsyncIterator[str]:
+    async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         reported = False
-        async for chunk in self.model.astream(to_langchain(prompt)):
+        async for chunk in self.model.astream(to_langchain(request.prompt)):
             usage = getattr(chunk, "usage_metadata", None)
             if usage:
                 generation.prompt_tokens += int(usage.get("input_tokens", 0))
                 generation.completion_tokens += int(usage.get("output_tokens", 0))
                 reported = True
-            text = _text(chunk)
+            text = chunk.text
             if text:
                 generation.text.append(text)
                 yield text
         if not reported:  # providers that do not report usage: count it ourselves
-            generation.count(prompt)
+            generation.count(request.prompt)
 
-    async def answer(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> str:
+    async def answer(self, request: ModelRequest, generation: Generation) -> str:
         # One call instead of a stream: per-chunk work (callbacks, merging chunks, one event
         # each) was most of a turn's own cost with a fast model, for text nobody watched.
-        message = await self.model.ainvoke(to_langchain(prompt))
-        text = _text(message)
+        message = await self.model.ainvoke(to_langchain(request.prompt))
+        text = message.text
         generation.text.append(text)
         usage = getattr(message, "usage_metadata", None)
         if usage:
             generation.prompt_tokens = int(usage.get("input_tokens", 0))
             generation.completion_tokens = int(usage.get("output_tokens", 0))
         else:
-            generation.count(prompt)
+            generation.count(request.prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
         result = await self.model.ainvoke(to_langchain(prompt))
-        return _text(result).strip() or None
+        return result.text.strip() or None
 
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ]{3,}")
@@ -207,32 +173,18 @@ class ExtractiveResponder:
                 )
         return NO_SOURCES
 
-    async def stream(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> AsyncIterator[str]:
-        answer = self.compose(sources, history, query)
-        generation.prompt_tokens = sum(count_tokens(m["content"]) for m in prompt)
+    async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
+        answer = self.compose(request.sources, request.history, request.query)
+        generation.prompt_tokens = sum(count_tokens(m["content"]) for m in request.prompt)
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
             generation.text.append(piece)
             yield piece
-        generation.count(prompt)
+        generation.count(request.prompt)
 
-    async def answer(
-        self,
-        prompt: Sequence[ChatMessage],
-        sources: Sequence[SourceRef],
-        history: Sequence[HistoryTurn],
-        query: str,
-        generation: Generation,
-    ) -> str:
-        text = self.compose(sources, history, query)
+    async def answer(self, request: ModelRequest, generation: Generation) -> str:
+        text = self.compose(request.sources, request.history, request.query)
         generation.text.append(text)
-        generation.count(prompt)
+        generation.count(request.prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:

@@ -1,9 +1,10 @@
 """Find and anonymise personal data in free text.
 
 Detectors validate what a pattern alone would over-match: IBANs by their ISO 7064 mod-97
-checksum, card numbers by Luhn, Italian tax codes (codice fiscale) by their check letter, IP
-addresses by parsing. Matches are replaced by typed placeholders (`[EMAIL]`, `[IBAN]`, …), so
-text stays readable and the kind of data removed stays visible to an auditor.
+checksum, card numbers by Luhn, Italian tax codes (codice fiscale) by their check letter (these
+checksums come from python-stdnum), IP addresses by parsing. Matches are replaced by typed
+placeholders (`[EMAIL]`, `[IBAN]`, …), so text stays readable and the kind of data removed
+stays visible to an auditor.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from stdnum import luhn
+from stdnum.iso7064 import mod_97_10
+from stdnum.it import codicefiscale
 
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
@@ -28,76 +33,22 @@ _PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(?\d{2,4}\)?[ .-]?){2,4}
 
 
 def _iban_valid(candidate: str) -> bool:
+    # The ISO 7064 checksum only, not stdnum's iban.is_valid: its per-country structure checks
+    # would leave a real number in an unexpected layout unredacted.
     compact = candidate.replace(" ", "")
-    if not 15 <= len(compact) <= 34:
-        return False
-    rearranged = compact[4:] + compact[:4]
-    digits = "".join(str(int(ch, 36)) for ch in rearranged)
-    return int(digits) % 97 == 1
+    return 15 <= len(compact) <= 34 and mod_97_10.is_valid(compact[4:] + compact[:4])
 
 
 def _luhn_valid(candidate: str) -> bool:
-    digits = [int(d) for d in re.sub(r"\D", "", candidate)]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for index, digit in enumerate(reversed(digits)):
-        if index % 2 == 1:
-            digit *= 2
-            if digit > 9:
-                digit -= 9
-        total += digit
-    return total % 10 == 0
-
-
-_CF_ODD = {
-    **dict(zip("0123456789", [1, 0, 5, 7, 9, 13, 15, 17, 19, 21], strict=True)),
-    **dict(
-        zip(
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
-            [
-                1,
-                0,
-                5,
-                7,
-                9,
-                13,
-                15,
-                17,
-                19,
-                21,
-                2,
-                4,
-                18,
-                20,
-                11,
-                3,
-                6,
-                8,
-                12,
-                14,
-                16,
-                10,
-                22,
-                25,
-                24,
-                23,
-            ],
-            strict=True,
-        )
-    ),
-}
+    digits = re.sub(r"\D", "", candidate)
+    return 13 <= len(digits) <= 19 and luhn.is_valid(digits)
 
 
 def _tax_code_valid(candidate: str) -> bool:
+    # The check letter only, not codicefiscale.is_valid: its birth-date check would leave a
+    # code with a mistyped date unredacted.
     code = candidate.upper()
-    total = 0
-    for index, ch in enumerate(code[:15]):
-        if index % 2 == 0:  # 1st, 3rd, ... (odd positions, 1-based)
-            total += _CF_ODD[ch]
-        else:
-            total += int(ch) if ch.isdigit() else ord(ch) - ord("A")
-    return chr(ord("A") + total % 26) == code[15]
+    return codicefiscale.calc_check_digit(code[:15]) == code[15]
 
 
 def _ip_valid(candidate: str) -> bool:

@@ -55,13 +55,6 @@ def _with_sources(state: TurnState) -> list[BaseMessage]:
     return to_langchain(prompt)
 
 
-def _text(chunk: BaseMessage) -> str:
-    content = chunk.content
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-
-
 def wants_tools(state: TurnState) -> bool:
     """After agent: whether the model asked for tools (and the loop guard allows them)."""
     return bool(state["agent_messages"])
@@ -87,7 +80,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     reply: AIMessageChunk | None = None
     async for chunk in runnable.astream(messages):
         reply = chunk if reply is None else reply + chunk
-        text = _text(chunk)
+        text = chunk.text
         if text:
             write({"token": text})
     reply = reply or AIMessageChunk(content="")
@@ -95,13 +88,13 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     tools_meta.update(rounds=rounds, loop_guard=guard)
     usage = _usage(state, messages, reply)
     if reply.tool_calls and not guard:
-        asked = AIMessage(content=_text(reply), tool_calls=reply.tool_calls)
+        asked = AIMessage(content=reply.text, tool_calls=reply.tool_calls)
         return {
             "agent_messages": messages_to_dict([*messages, asked]),
             "usage": usage,
             "context_metadata": {**state["context_metadata"], "tools": tools_meta},
         }
-    checked = check_citations(_text(reply), state["sources"])
+    checked = check_citations(reply.text, state["sources"])
     guess = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
     refined = refine_with_results(guess, (s["kind"] for s in state["sources"]))
     # build_context ran before any tool: bring its figures up to date with what was gathered.
@@ -155,8 +148,8 @@ def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk)
     if reported:
         prompt, completion = reported["input_tokens"], reported["output_tokens"]
     else:
-        prompt = sum(count_tokens(_text(m)) for m in messages)
-        completion = count_tokens(_text(reply))
+        prompt = sum(count_tokens(m.text) for m in messages)
+        completion = count_tokens(reply.text)
     before = state["usage"]
     return Usage(
         prompt_tokens=before["prompt_tokens"] + prompt,

@@ -12,20 +12,25 @@ from langgraph.runtime import Runtime
 from app.graph.citations import check_citations
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
-from app.llm.responder import Generation
+from app.llm.responder import Generation, ModelRequest
 from app.turns.types import Usage
 
 
 async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     responder = runtime.context.responder
     generation = Generation()
-    arguments = (state["prompt"], state["sources"], state["history"], state["query"], generation)
+    request = ModelRequest(
+        prompt=state["prompt"],
+        sources=state["sources"],
+        history=state["history"],
+        query=state["query"],
+    )
     if state["stream_tokens"]:
         write = get_stream_writer()
-        async for delta in responder.stream(*arguments):
+        async for delta in responder.stream(request, generation):
             write({"token": delta})
     else:
-        await responder.answer(*arguments)
+        await responder.answer(request, generation)
     checked = check_citations("".join(generation.text), state["sources"])
     usage = Usage(
         prompt_tokens=generation.prompt_tokens,
