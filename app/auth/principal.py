@@ -25,6 +25,8 @@ _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="Tenant 
 
 @dataclass(frozen=True)
 class Principal:
+    """The authenticated caller of a request: user, tenant, role and how they signed in."""
+
     user_id: uuid.UUID
     tenant_id: uuid.UUID
     email: str
@@ -34,11 +36,13 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
+        """Whether the caller may use admin-only operations."""
         return self.role == "admin"
 
 
 def hash_api_key(raw_key: str) -> str:
     # API keys are 256-bit random strings: a fast hash is enough, and lets us index it.
+    """The stored, indexed form of an API key: its SHA-256 hex digest."""
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
@@ -88,6 +92,7 @@ CurrentPrincipal = Annotated[Principal, Depends(authenticate)]
 
 
 async def require_admin(principal: CurrentPrincipal) -> Principal:
+    """Dependency that admits only admins (403 otherwise)."""
     if not principal.is_admin:
         raise Forbidden("This requires the admin role.", code="admin_required")
     return principal

@@ -48,10 +48,13 @@ _SET_SCOPE = text(
 
 
 class Base(DeclarativeBase):
+    """Declarative base of every ORM model, with the constraint naming convention."""
+
     metadata = MetaData(naming_convention=dict(NAMING_CONVENTION))
 
 
 def new_id() -> uuid.UUID:
+    """A fresh random primary key."""
     return uuid.uuid4()
 
 
@@ -70,6 +73,8 @@ class TenantOwned:
 class Timestamped:
     # clock_timestamp(), not now(): rows written in one transaction still get distinct,
     # ordered times, which keyset pagination and history order rely on.
+    """Mixin adding `created_at`, set by the database when the row is written."""
+
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.clock_timestamp(), nullable=False
     )
@@ -79,6 +84,7 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
     # No pre-ping: it would cost a round trip on every checkout (a turn checks out several
     # times). A connection broken by a server restart fails its next statement, SQLAlchemy
     # invalidates it, and the request fails once with a clear error; recycling bounds age.
+    """An async engine with the pool settings every process uses."""
     return create_async_engine(
         url,
         pool_size=pool_size,
@@ -90,10 +96,12 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
 
 
 def create_sessionmaker(bind: AsyncEngine | Any) -> async_sessionmaker[AsyncSession]:
+    """The factory of database sessions: no expiry on commit, no autoflush."""
     return async_sessionmaker(bind=bind, expire_on_commit=False, autoflush=False)
 
 
 def scope_values(info: Mapping[str, Any]) -> dict[str, str]:
+    """Bind parameters that set every RLS setting from a session's `info`."""
     return {f"s{i}": str(info.get(name) or "") for i, name in enumerate(SCOPE_SETTINGS)}
 
 
@@ -115,6 +123,7 @@ async def set_scope(session: AsyncSession, values: Mapping[str, object | None]) 
 
 
 async def scope_to_tenant(session: AsyncSession, tenant_id: uuid.UUID | None) -> None:
+    """Scope the database session (and its later transactions) to one tenant, or to none."""
     await set_scope(session, {TENANT: tenant_id})
 
 

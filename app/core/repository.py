@@ -28,14 +28,17 @@ class TenantRepository(Generic[M]):
         self.tenant_id = tenant_id
 
     def scoped(self) -> Select[M]:
+        """A select of this repository's model, already filtered to its tenant."""
         statement: Select[M] = select(self.model).where(self.model.tenant_id == self.tenant_id)
         return statement
 
     async def get(self, object_id: uuid.UUID) -> M | None:
+        """The tenant's row with this id, or None."""
         result = await self.session.execute(self.scoped().where(self.model.id == object_id))
         return result.scalar_one_or_none()
 
     def add(self, obj: M) -> M:
+        """Add a new row to the database session, stamped with (and checked against) the tenant."""
         if obj.tenant_id is None:
             obj.tenant_id = self.tenant_id
         elif obj.tenant_id != self.tenant_id:
@@ -44,6 +47,7 @@ class TenantRepository(Generic[M]):
         return obj
 
     async def delete(self, obj: M) -> None:
+        """Mark a row for deletion in the database session."""
         await self.session.delete(obj)
 
     async def keyset_page(

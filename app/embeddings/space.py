@@ -14,7 +14,7 @@ SPACE = "default"
 
 
 class EmbeddingMismatchError(RuntimeError):
-    pass
+    """The configured embedder differs from the one that filled this database."""
 
 
 async def check_embedding_space(session: AsyncSession, embedder: Embedder) -> None:

@@ -116,6 +116,7 @@ _STRIP_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
 
 def content_words(text: str) -> list[str]:
+    """The words of a text that carry meaning (stopwords left out), in order."""
     return [w for w in _CONTENT_WORD.findall(text) if w.lower() not in _STOPWORDS]
 
 
@@ -166,6 +167,7 @@ def rewrite_by_rules(query: str, history: Sequence[HistoryTurn]) -> str:
 
 
 def rewrite_prompt(query: str, history: Sequence[HistoryTurn]) -> list[ChatMessage]:
+    """The model prompt that rewrites a follow-up into a standalone search query."""
     transcript = "\n".join(
         f"User: {turn['user_query']}\nAssistant: {turn['answer'][:600]}" for turn in history[-3:]
     )

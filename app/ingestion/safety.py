@@ -28,11 +28,14 @@ _INJECTION = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE |
 
 @dataclass(frozen=True)
 class Sanitised:
+    """A document's text with instruction-like passages neutralised, and how many there were."""
+
     text: str
     injections: int
 
 
 def neutralise_instructions(text: str) -> Sanitised:
+    """Replace passages of a document that read like orders to the model by a neutral marker."""
     found = 0
 
     def replace(_: re.Match[str]) -> str:

@@ -38,6 +38,7 @@ IDEMPOTENT_REPLAYS = Counter(
 def record_turn(
     node_ms: dict[str, float], usage: dict[str, Any], status: str, turn_ms: float
 ) -> None:
+    """Record a finished turn's node times, token usage and wall time."""
     for node, ms in node_ms.items():
         NODE_SECONDS.labels(node=node).observe(ms / 1000)
     for kind in ("prompt_tokens", "completion_tokens"):

@@ -25,6 +25,8 @@ class Passage:
 
 
 class Retriever(Protocol):
+    """Finds the passages a turn's answer may draw on; the chat pipeline depends on this alone."""
+
     async def search(
         self,
         session: AsyncSession,

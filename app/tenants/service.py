@@ -14,6 +14,7 @@ MAX_NAME_LENGTH = 100
 
 
 def normalise_name(name: str) -> str:
+    """A tenant name with whitespace collapsed, or 422 if empty or too long."""
     cleaned = " ".join(name.split())
     if not cleaned or len(cleaned) > MAX_NAME_LENGTH:
         raise UnprocessableEntity(f"A tenant name has 1 to {MAX_NAME_LENGTH} characters.")
@@ -21,6 +22,7 @@ def normalise_name(name: str) -> str:
 
 
 async def create_tenant(session: AsyncSession, name: str) -> Tenant:
+    """Create a tenant with a unique name (409 if it exists)."""
     name = normalise_name(name)
     if await find_tenant_by_name(session, name) is not None:
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists")
@@ -34,6 +36,7 @@ async def create_tenant(session: AsyncSession, name: str) -> Tenant:
 
 
 async def require_tenant(session: AsyncSession, name: str) -> Tenant:
+    """The tenant with this name, or 404."""
     tenant = await find_tenant_by_name(session, normalise_name(name))
     if tenant is None:
         raise NotFound(f"No tenant named {name!r}.", code="tenant_not_found")
