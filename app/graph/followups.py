@@ -19,9 +19,18 @@ _REFERRING = re.compile(
     re.IGNORECASE,
 )
 _ORDINALS = {
-    "first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3,
-    "fourth": 4, "4th": 4, "fifth": 5, "5th": 5, "last": -1,
-}  # fmt: skip
+    "first": 1,
+    "1st": 1,
+    "second": 2,
+    "2nd": 2,
+    "third": 3,
+    "3rd": 3,
+    "fourth": 4,
+    "4th": 4,
+    "fifth": 5,
+    "5th": 5,
+    "last": -1,
+}
 _ORDINAL = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b|\b(?:number|no\.?|#)\s*(\d+)\b", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+)$", re.MULTILINE)
 _STOPWORDS = frozenset(

@@ -22,7 +22,7 @@ _PATTERNS = [
     r"<\|(?:im_start|im_end|system|endoftext)\|>",
     r"^\s*(?:system|assistant)\s*:\s",
     r"\bdo\s+anything\s+now\b",
-]  # fmt: skip
+]
 _INJECTION = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE | re.MULTILINE)
 
 

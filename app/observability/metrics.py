@@ -17,9 +17,11 @@ NODE_SECONDS = Histogram(
     "threadline_node_seconds", "Time spent in each node of a chat turn.", ["node"], buckets=_BUCKETS
 )
 TURN_SECONDS = Histogram(
-    "threadline_turn_seconds", "Wall time of chat turns, by final status.", ["status"],
+    "threadline_turn_seconds",
+    "Wall time of chat turns, by final status.",
+    ["status"],
     buckets=_BUCKETS,
-)  # fmt: skip
+)
 TOKENS = Counter("threadline_tokens", "Model tokens used by chat turns.", ["kind"])
 STREAMS_STARTED = Counter("threadline_streams_started", "SSE streams started.", ["kind"])
 STREAMS_ACTIVE = Gauge("threadline_streams_active", "SSE streams being sent right now.")
