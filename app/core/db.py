@@ -1,7 +1,7 @@
 """SQLAlchemy foundations: declarative base, engines, and the per-transaction tenant scope.
 
 Row-level security reads the tenant from the transaction-local setting `threadline.tenant_id`.
-Every transaction a `Session` begins sets it (or clears it) first, from `session.info`, so a
+Every transaction a `Session` begins sets it (or clears it) first, from its `info`, so a
 pooled connection can never carry one request's tenant into another's transaction.
 """
 
@@ -106,34 +106,34 @@ def scope_values(info: Mapping[str, Any]) -> dict[str, str]:
 
 
 @event.listens_for(Session, "after_begin")
-def _apply_scope(session: Session, transaction: SessionTransaction, connection: Connection) -> None:
+def _apply_scope(db: Session, transaction: SessionTransaction, connection: Connection) -> None:
     """Set (or clear) every RLS setting at the start of each transaction."""
-    connection.execute(_SET_SCOPE, scope_values(session.info))
+    connection.execute(_SET_SCOPE, scope_values(db.info))
 
 
-async def set_scope(session: AsyncSession, values: Mapping[str, object | None]) -> None:
-    """Change the RLS scope of `session` (keys from `SCOPE_SETTINGS`), now and for its later
+async def set_scope(db: AsyncSession, values: Mapping[str, object | None]) -> None:
+    """Change the RLS scope of `db` (keys from `SCOPE_SETTINGS`), now and for its later
     transactions."""
     unknown = set(values) - set(SCOPE_SETTINGS)
     if unknown:
         raise ValueError(f"unknown scope settings: {sorted(unknown)}")
-    session.info.update(values)
-    if session.in_transaction():
-        await session.execute(_SET_SCOPE, scope_values(session.info))
+    db.info.update(values)
+    if db.in_transaction():
+        await db.execute(_SET_SCOPE, scope_values(db.info))
 
 
-async def scope_to_tenant(session: AsyncSession, tenant_id: uuid.UUID | None) -> None:
-    """Scope the database session (and its later transactions) to one tenant, or to none."""
-    await set_scope(session, {TENANT: tenant_id})
+async def scope_to_tenant(db: AsyncSession, tenant_id: uuid.UUID | None) -> None:
+    """Scope the database session `db` (and its later transactions) to one tenant, or to none."""
+    await set_scope(db, {TENANT: tenant_id})
 
 
 @asynccontextmanager
-async def lookup_scope(session: AsyncSession, name: str, value: str) -> AsyncIterator[None]:
+async def lookup_scope(db: AsyncSession, name: str, value: str) -> AsyncIterator[None]:
     """Open one of the narrow RLS doors for the statements inside the block, then close it."""
-    await set_scope(session, {name: value})
+    await set_scope(db, {name: value})
     try:
         yield
     except BaseException:
-        session.info.pop(name, None)  # the failing transaction is not used again
+        db.info.pop(name, None)  # the failing transaction is not used again
         raise
-    await set_scope(session, {name: None})
+    await set_scope(db, {name: None})

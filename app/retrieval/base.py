@@ -29,7 +29,7 @@ class Retriever(Protocol):
 
     async def search(
         self,
-        session: AsyncSession,
+        db: AsyncSession,
         tenant_id: uuid.UUID,
         query: str,
         *,
@@ -38,6 +38,6 @@ class Retriever(Protocol):
     ) -> list[Passage]:
         """The `k` best passages of the tenant's knowledge base and of these attachments.
 
-        `session` is already scoped to `tenant_id`; implementations filter by it as well.
+        `db` is already scoped to `tenant_id`; implementations filter by it as well.
         """
         ...
