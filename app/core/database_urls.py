@@ -21,7 +21,7 @@ class DatabaseUrls:
         return libpq_url(self.app)
 
     def owner_libpq(self) -> str:
-        """The owner role's URL in libpq form, for tools that take one (psycopg)."""
+        """The owner role's URL in libpq form (psycopg and other libpq clients)."""
         return libpq_url(self.owner)
 
 

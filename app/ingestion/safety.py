@@ -35,7 +35,7 @@ class Sanitised:
 
 
 def neutralise_instructions(text: str) -> Sanitised:
-    """Replace passages of a document that read like orders to the model by a neutral marker."""
+    """Replace the passages of a document that read like orders to the model with a marker."""
     found = 0
 
     def replace(_: re.Match[str]) -> str:

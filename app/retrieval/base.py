@@ -25,7 +25,7 @@ class Passage:
 
 
 class Retriever(Protocol):
-    """Finds the passages a turn's answer may draw on; the chat pipeline depends on this alone."""
+    """Finds the passages an answer may draw on, for the chat pipeline and its tools."""
 
     async def search(
         self,

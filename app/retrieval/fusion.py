@@ -27,7 +27,7 @@ class Scored(Protocol):
 
     @property
     def chunk_id(self) -> str:
-        """The chunk this hit is."""
+        """The id of the chunk hit."""
 
     @property
     def document_key(self) -> str:
