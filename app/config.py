@@ -252,6 +252,7 @@ class Settings(BaseSettings):
 
     @property
     def embedded_database(self) -> bool:
+        """Whether to run the embedded PostgreSQL (no `database_url` configured)."""
         return self.database_url is None
 
 
@@ -275,4 +276,5 @@ def _development_secret(data_dir: Path) -> str:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
+    """The process's settings, read from the environment once."""
     return Settings()

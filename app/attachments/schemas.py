@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class AttachmentOut(BaseModel):
+    """An uploaded attachment and how far its ingestion has got."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -23,4 +25,6 @@ class AttachmentOut(BaseModel):
 
 
 class AttachmentList(BaseModel):
+    """The attachments active in a chat session."""
+
     items: list[AttachmentOut]

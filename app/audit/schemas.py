@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class AuditTurn(BaseModel):
+    """One turn in an audit listing: who, when, and how its context was built, without the text."""
+
     model_config = ConfigDict(from_attributes=True)
 
     turn_id: uuid.UUID
@@ -20,6 +22,8 @@ class AuditTurn(BaseModel):
 
 
 class AuditTurnPage(BaseModel):
+    """A page of audited turns, newest first; `next_cursor` fetches the next."""
+
     items: list[AuditTurn]
     next_cursor: str | None
 
@@ -38,6 +42,8 @@ class AuditTurnRecord(AuditTurn):
 
 
 class AuditLogEntry(BaseModel):
+    """One administrative action recorded in the audit log."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: int
@@ -50,5 +56,7 @@ class AuditLogEntry(BaseModel):
 
 
 class AuditLogPage(BaseModel):
+    """A page of audit-log entries, newest first; `next_cursor` fetches the next."""
+
     items: list[AuditLogEntry]
     next_cursor: str | None

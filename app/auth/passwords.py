@@ -15,6 +15,7 @@ _DUMMY_HASH = _hasher.hash("threadline-timing-equaliser")
 
 
 async def hash_password(password: str) -> str:
+    """Hash a new password with argon2id, in a worker thread."""
     async with _HASHING:
         return await asyncio.to_thread(_hasher.hash, password)
 
@@ -27,6 +28,7 @@ def _verify(password_hash: str, password: str) -> bool:
 
 
 async def verify_password(password_hash: str | None, password: str) -> bool:
+    """Check a password against its stored hash; a missing hash costs the same time and fails."""
     async with _HASHING:
         if password_hash is None:
             await asyncio.to_thread(_verify, _DUMMY_HASH, password)

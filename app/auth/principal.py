@@ -25,6 +25,8 @@ _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="Tenant 
 
 @dataclass(frozen=True)
 class Principal:
+    """The authenticated caller of a request: user, tenant, role and how they signed in."""
+
     user_id: uuid.UUID
     tenant_id: uuid.UUID
     email: str
@@ -34,17 +36,19 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
+        """Whether the caller may use admin-only operations."""
         return self.role == "admin"
 
 
 def hash_api_key(raw_key: str) -> str:
     # API keys are 256-bit random strings: a fast hash is enough, and lets us index it.
+    """The stored, indexed form of an API key: its SHA-256 hex digest."""
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
 async def authenticate(
     request: Request,
-    session: DbSession,
+    db: DbSession,
     settings: SettingsDep,
     bearer: Annotated[str | None, Depends(_bearer)],
     api_key: Annotated[str | None, Depends(_api_key)],
@@ -55,19 +59,19 @@ async def authenticate(
     at once rather than when the token expires.
     """
     if api_key:
-        key = await find_api_key(session, hash_api_key(api_key))
+        key = await find_api_key(db, hash_api_key(api_key))
         if key is None:
             raise Unauthorized("The API key is not valid.", code="invalid_api_key")
-        await scope_to_tenant(session, key.tenant_id)
-        user = await UserRepository(session, key.tenant_id).get(key.user_id)
+        await scope_to_tenant(db, key.tenant_id)
+        user = await UserRepository(db, key.tenant_id).get(key.user_id)
         if user is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
         role = min(user.role, key.role, key=ROLE_RANK.__getitem__)
         principal = Principal(user.id, key.tenant_id, user.email, role, "api_key")
     elif bearer is not None:
         claims = tokens.decode(settings, bearer, "access")
-        await scope_to_tenant(session, claims.tenant_id)
-        found = await UserRepository(session, claims.tenant_id).with_family(
+        await scope_to_tenant(db, claims.tenant_id)
+        found = await UserRepository(db, claims.tenant_id).with_family(
             claims.user_id, claims.family
         )
         if found is None:
@@ -88,6 +92,7 @@ CurrentPrincipal = Annotated[Principal, Depends(authenticate)]
 
 
 async def require_admin(principal: CurrentPrincipal) -> Principal:
+    """Dependency that admits only admins (403 otherwise)."""
     if not principal.is_admin:
         raise Forbidden("This requires the admin role.", code="admin_required")
     return principal

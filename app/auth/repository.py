@@ -28,7 +28,7 @@ class UserRepository(TenantRepository[User]):
         """The user and the revocation time of the token family (None: live), in one query;
         None when the user or the family does not exist."""
         row = (
-            await self.session.execute(
+            await self.db.execute(
                 select(User, RefreshTokenFamily.revoked_at)
                 .join(
                     RefreshTokenFamily,
@@ -42,7 +42,7 @@ class UserRepository(TenantRepository[User]):
         return None if row is None else (row[0], row[1])
 
     async def by_email(self, email: str) -> User | None:
-        result = await self.session.execute(self.scoped().where(User.email == email))
+        result = await self.db.execute(self.scoped().where(User.email == email))
         return result.scalar_one_or_none()
 
 
@@ -50,7 +50,7 @@ class ApiKeyRepository(TenantRepository[ApiKey]):
     model = ApiKey
 
     async def list(self) -> list[ApiKey]:
-        result = await self.session.execute(self.scoped().order_by(ApiKey.created_at.desc()))
+        result = await self.db.execute(self.scoped().order_by(ApiKey.created_at.desc()))
         return list(result.scalars())
 
 
@@ -80,11 +80,11 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
             tenant_id=self.tenant_id, id=uuid.uuid4(), user_id=user_id, expires_at=expires_at
         )
         self.add(family)
-        await self.session.flush()
+        await self.db.flush()
         return family
 
     async def lock(self, family_id: uuid.UUID, user_id: uuid.UUID) -> RefreshTokenFamily | None:
-        result = await self.session.execute(
+        result = await self.db.execute(
             self.scoped()
             .where(RefreshTokenFamily.id == family_id, RefreshTokenFamily.user_id == user_id)
             .with_for_update()
@@ -93,7 +93,7 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
 
     async def record_use(self, family_id: uuid.UUID, jti: str) -> bool:
         """Record that `jti` was exchanged; False if it already was (a replay)."""
-        result = await self.session.execute(
+        result = await self.db.execute(
             pg_insert(RefreshTokenUse)
             .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id)
             .on_conflict_do_nothing()
@@ -102,7 +102,7 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
         return result.scalar_one_or_none() is not None
 
     async def revoke(self, family_id: uuid.UUID) -> None:
-        await self.session.execute(
+        await self.db.execute(
             update(RefreshTokenFamily)
             .where(
                 RefreshTokenFamily.tenant_id == self.tenant_id,

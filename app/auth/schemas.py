@@ -20,6 +20,7 @@ NEW_PASSWORD_PATTERN = r"\S[\s\S]{6,}\S"
 
 
 def normalise_email(value: str) -> str:
+    """Validator: the e-mail trimmed and lower-cased, or a ValueError if it is no address."""
     value = value.strip().lower()
     if not _EMAIL.fullmatch(value):
         raise ValueError("not a valid e-mail address")
@@ -27,6 +28,8 @@ def normalise_email(value: str) -> str:
 
 
 class LoginRequest(BaseModel):
+    """Credentials for a password login."""
+
     model_config = ConfigDict(extra="forbid")
 
     email: str = Field(max_length=254, pattern=EMAIL_PATTERN)
@@ -41,12 +44,16 @@ class LoginRequest(BaseModel):
 
 
 class RefreshRequest(BaseModel):
+    """A refresh token to exchange for a new token pair."""
+
     model_config = ConfigDict(extra="forbid")
 
     refresh_token: str = Field(min_length=1, max_length=4096)
 
 
 class TokenResponse(BaseModel):
+    """A new access and refresh token pair."""
+
     access_token: str
     refresh_token: str
     token_type: Literal["bearer"] = "bearer"
@@ -54,6 +61,8 @@ class TokenResponse(BaseModel):
 
 
 class MeResponse(BaseModel):
+    """The signed-in user, as the caller sees themselves."""
+
     id: uuid.UUID
     email: str
     tenant_id: uuid.UUID
@@ -61,6 +70,8 @@ class MeResponse(BaseModel):
 
 
 class CreateUserRequest(BaseModel):
+    """An admin's request to add a user to their tenant."""
+
     model_config = ConfigDict(extra="forbid")
 
     email: str = Field(max_length=254, pattern=EMAIL_PATTERN)
@@ -75,6 +86,8 @@ class CreateUserRequest(BaseModel):
 
 
 class UserResponse(BaseModel):
+    """A user of the tenant."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -85,6 +98,8 @@ class UserResponse(BaseModel):
 
 
 class CreateApiKeyRequest(BaseModel):
+    """An admin's request for a new API key with a name and a role."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100)
@@ -92,6 +107,8 @@ class CreateApiKeyRequest(BaseModel):
 
 
 class ApiKeyCreated(BaseModel):
+    """A newly created API key, the only time its secret is returned."""
+
     id: uuid.UUID
     key: str = Field(description="Shown once; only its hash is stored.")
     name: str
@@ -100,6 +117,8 @@ class ApiKeyCreated(BaseModel):
 
 
 class ApiKeyInfo(BaseModel):
+    """An API key as listed: its name, role and prefix, never the secret."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID

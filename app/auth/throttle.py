@@ -49,6 +49,8 @@ return 1
 
 
 class LoginThrottle:
+    """Limits failed logins per e-mail and per client address, in Redis."""
+
     def __init__(self, redis: RedisHandle, *, max_failures: int, window_seconds: int) -> None:
         self.redis = redis
         self.max_failures = max_failures

@@ -18,6 +18,8 @@ ALGORITHM = "HS256"
 
 @dataclass(frozen=True)
 class TokenClaims:
+    """What a valid token says: who, which tenant, which kind and which login family."""
+
     user_id: uuid.UUID
     tenant_id: uuid.UUID
     role: str
@@ -30,6 +32,8 @@ class TokenClaims:
 
 @dataclass(frozen=True)
 class TokenPair:
+    """An access and a refresh token issued together, and the access token's lifetime."""
+
     access_token: str
     refresh_token: str
     expires_in: int
@@ -68,6 +72,8 @@ def issue_pair(
     role: str,
     family: uuid.UUID,
 ) -> TokenPair:
+    """Sign a new access and refresh token for a user in one login family."""
+
     def encode(token_type: TokenType, ttl: int) -> str:
         return _encode(
             settings,

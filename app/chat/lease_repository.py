@@ -90,7 +90,7 @@ class TurnLeaseRepository(TenantRepository[QueryHistory]):
 
     async def renew_leases(self, turn_ids: list[uuid.UUID], seconds: float) -> None:
         """Extend this process's leases on its running turns (one statement per tenant)."""
-        await self.session.execute(
+        await self.db.execute(
             _RENEW,
             {"tenant": self.tenant_id, "turns": turn_ids, "owner": process_id(), "secs": seconds},
         )
@@ -100,7 +100,7 @@ class TurnLeaseRepository(TenantRepository[QueryHistory]):
         owner is known to be gone) for the transaction; None when there is none, or when
         another process is finishing it right now."""
         row = (
-            await self.session.execute(
+            await self.db.execute(
                 _LOCK_ORPHAN, {"tenant": self.tenant_id, "turn": turn_id, "force": force}
             )
         ).one_or_none()
@@ -118,7 +118,7 @@ class TurnLeaseRepository(TenantRepository[QueryHistory]):
     async def lease(self, turn_id: uuid.UUID) -> Lease | None:
         """The turn's status and lease as the database sees them now."""
         row = (
-            await self.session.execute(_LEASE, {"tenant": self.tenant_id, "turn": turn_id})
+            await self.db.execute(_LEASE, {"tenant": self.tenant_id, "turn": turn_id})
         ).one_or_none()
         if row is None:
             return None

@@ -26,6 +26,8 @@ _ONE_CONVERSATION: list[JsonValue] = [
 
 
 class MessageIn(BaseModel):
+    """One message of a conversation sent by the client."""
+
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant", "system"]
@@ -57,6 +59,7 @@ class ChatRequest(BaseModel):
         return self
 
     def conversation(self) -> list[ChatMessage]:
+        """The request's conversation as chat messages, whichever form it was sent in."""
         if self.message is not None:
             return [ChatMessage(role="user", content=self.message)]
         assert self.messages is not None
@@ -64,6 +67,8 @@ class ChatRequest(BaseModel):
 
 
 class SourceOut(BaseModel):
+    """A passage the answer drew on, numbered as cited in the answer."""
+
     n: int
     id: str
     kind: Literal["kb", "attachment", "faq"]
@@ -75,12 +80,16 @@ class SourceOut(BaseModel):
 
 
 class UsageOut(BaseModel):
+    """Tokens the model used for the turn."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
 
 
 class ChatResponse(BaseModel):
+    """The answer to a non-streaming `/chat` call: the finished turn and its sources."""
+
     session_id: uuid.UUID
     turn_id: uuid.UUID
     status: str
@@ -100,6 +109,8 @@ class ChatResponse(BaseModel):
 
 
 class StopResponse(BaseModel):
+    """The result of asking a running turn to stop."""
+
     turn_id: uuid.UUID
     status: Literal["stopping", "stopped"]
     """`stopping` (202): the running process ends it; `stopped` (200): no process received

@@ -25,6 +25,8 @@ class _Waiting(Generic[T, R]):
 
 
 class Coalescer(Generic[T, R]):
+    """Runs one expensive handler over batches of concurrently submitted items, without a timer."""
+
     def __init__(
         self,
         handle: Callable[[list[T]], Awaitable[Sequence[R]]],
@@ -44,6 +46,7 @@ class Coalescer(Generic[T, R]):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def submit(self, item: T) -> R:
+        """Queue one item for the next batch and wait for its own result."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new event loop (tests, a worker's task): start afresh
             self._loop, self._queue, self._worker = loop, [], None

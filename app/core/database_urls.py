@@ -21,6 +21,7 @@ class DatabaseUrls:
         return libpq_url(self.app)
 
     def owner_libpq(self) -> str:
+        """The owner role's URL in libpq form (psycopg and other libpq clients)."""
         return libpq_url(self.owner)
 
 
@@ -33,6 +34,7 @@ def asyncpg_url(raw: str | URL) -> URL:
 
 
 def libpq_url(url: URL) -> str:
+    """A SQLAlchemy URL as a plain libpq connection string, password included."""
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 

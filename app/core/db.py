@@ -1,7 +1,7 @@
 """SQLAlchemy foundations: declarative base, engines, and the per-transaction tenant scope.
 
 Row-level security reads the tenant from the transaction-local setting `threadline.tenant_id`.
-Every transaction a `Session` begins sets it (or clears it) first, from `session.info`, so a
+Every transaction a `Session` begins sets it (or clears it) first, from its `info`, so a
 pooled connection can never carry one request's tenant into another's transaction.
 """
 
@@ -48,10 +48,13 @@ _SET_SCOPE = text(
 
 
 class Base(DeclarativeBase):
+    """Declarative base of every ORM model, with the constraint naming convention."""
+
     metadata = MetaData(naming_convention=dict(NAMING_CONVENTION))
 
 
 def new_id() -> uuid.UUID:
+    """A fresh random primary key."""
     return uuid.uuid4()
 
 
@@ -70,6 +73,8 @@ class TenantOwned:
 class Timestamped:
     # clock_timestamp(), not now(): rows written in one transaction still get distinct,
     # ordered times, which keyset pagination and history order rely on.
+    """Mixin adding `created_at`, set by the database when the row is written."""
+
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.clock_timestamp(), nullable=False
     )
@@ -79,6 +84,7 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
     # No pre-ping: it would cost a round trip on every checkout (a turn checks out several
     # times). A connection broken by a server restart fails its next statement, SQLAlchemy
     # invalidates it, and the request fails once with a clear error; recycling bounds age.
+    """An async engine with the pool settings every process uses."""
     return create_async_engine(
         url,
         pool_size=pool_size,
@@ -90,41 +96,44 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
 
 
 def create_sessionmaker(bind: AsyncEngine | Any) -> async_sessionmaker[AsyncSession]:
+    """The factory of database sessions: no expiry on commit, no autoflush."""
     return async_sessionmaker(bind=bind, expire_on_commit=False, autoflush=False)
 
 
 def scope_values(info: Mapping[str, Any]) -> dict[str, str]:
+    """Bind parameters that set every RLS setting from a session's `info`."""
     return {f"s{i}": str(info.get(name) or "") for i, name in enumerate(SCOPE_SETTINGS)}
 
 
 @event.listens_for(Session, "after_begin")
-def _apply_scope(session: Session, transaction: SessionTransaction, connection: Connection) -> None:
+def _apply_scope(db: Session, transaction: SessionTransaction, connection: Connection) -> None:
     """Set (or clear) every RLS setting at the start of each transaction."""
-    connection.execute(_SET_SCOPE, scope_values(session.info))
+    connection.execute(_SET_SCOPE, scope_values(db.info))
 
 
-async def set_scope(session: AsyncSession, values: Mapping[str, object | None]) -> None:
-    """Change the RLS scope of `session` (keys from `SCOPE_SETTINGS`), now and for its later
+async def set_scope(db: AsyncSession, values: Mapping[str, object | None]) -> None:
+    """Change the RLS scope of `db` (keys from `SCOPE_SETTINGS`), now and for its later
     transactions."""
     unknown = set(values) - set(SCOPE_SETTINGS)
     if unknown:
         raise ValueError(f"unknown scope settings: {sorted(unknown)}")
-    session.info.update(values)
-    if session.in_transaction():
-        await session.execute(_SET_SCOPE, scope_values(session.info))
+    db.info.update(values)
+    if db.in_transaction():
+        await db.execute(_SET_SCOPE, scope_values(db.info))
 
 
-async def scope_to_tenant(session: AsyncSession, tenant_id: uuid.UUID | None) -> None:
-    await set_scope(session, {TENANT: tenant_id})
+async def scope_to_tenant(db: AsyncSession, tenant_id: uuid.UUID | None) -> None:
+    """Scope the database session `db` (and its later transactions) to one tenant, or to none."""
+    await set_scope(db, {TENANT: tenant_id})
 
 
 @asynccontextmanager
-async def lookup_scope(session: AsyncSession, name: str, value: str) -> AsyncIterator[None]:
+async def lookup_scope(db: AsyncSession, name: str, value: str) -> AsyncIterator[None]:
     """Open one of the narrow RLS doors for the statements inside the block, then close it."""
-    await set_scope(session, {name: value})
+    await set_scope(db, {name: value})
     try:
         yield
     except BaseException:
-        session.info.pop(name, None)  # the failing transaction is not used again
+        db.info.pop(name, None)  # the failing transaction is not used again
         raise
-    await set_scope(session, {name: None})
+    await set_scope(db, {name: None})

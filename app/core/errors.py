@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 
 class AppError(Exception):
+    """Base of domain errors: each carries its HTTP status, a stable code and a message."""
+
     status_code = 500
     code = "internal_error"
     message = "Internal server error."
@@ -53,10 +55,14 @@ class AppError(Exception):
 
 
 class BadRequest(AppError):
+    """400: the request is malformed."""
+
     status_code, code, message = 400, "bad_request", "The request is malformed."
 
 
 class Unauthorized(AppError):
+    """401: the caller is not authenticated (sends `WWW-Authenticate: Bearer`)."""
+
     status_code, code, message = 401, "unauthorized", "Authentication required."
 
     def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
@@ -68,34 +74,50 @@ class RefreshTokenReused(Unauthorized):
 
 
 class Forbidden(AppError):
+    """403: the caller may not do this."""
+
     status_code, code, message = 403, "forbidden", "You do not have permission to do this."
 
 
 class NotFound(AppError):
+    """404: no such resource, or not the caller's."""
+
     status_code, code, message = 404, "not_found", "Not found."
 
 
 class Conflict(AppError):
+    """409: the request conflicts with the current state."""
+
     status_code, code, message = 409, "conflict", "The resource already exists."
 
 
 class PayloadTooLarge(AppError):
+    """413: the request body is too large."""
+
     status_code, code, message = 413, "payload_too_large", "The request body is too large."
 
 
 class UnsupportedMediaType(AppError):
+    """415: the content type is not accepted."""
+
     status_code, code, message = 415, "unsupported_media_type", "Unsupported media type."
 
 
 class UnprocessableEntity(AppError):
+    """422: the request is well-formed but invalid."""
+
     status_code, code, message = 422, "validation_error", "The request is invalid."
 
 
 class TooManyRequests(AppError):
+    """429: a limit was reached; usually with `Retry-After`."""
+
     status_code, code, message = 429, "rate_limited", "Too many requests."
 
 
 class ServiceUnavailable(AppError):
+    """503: a dependency is down for now; usually with `Retry-After`."""
+
     status_code, code, message = 503, "service_unavailable", "Service temporarily unavailable."
 
 
@@ -116,6 +138,8 @@ _STATUS_CODES = {
 
 
 class ErrorDetail(BaseModel):
+    """What went wrong: a stable code, a message and the request id."""
+
     code: str
     message: str
     request_id: str | None = None
@@ -152,6 +176,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The JSON error envelope, with the current request id."""
     body: dict[str, Any] = {"code": code, "message": message, **extra}
     request_id = current_request_id()
     if request_id:
@@ -166,6 +191,7 @@ def error_response(
     headers: Mapping[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
+    """A JSON error response in the standard envelope."""
     return JSONResponse(error_body(code, message, **extra), status_code=status, headers=headers)
 
 
@@ -267,6 +293,7 @@ async def _connection_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that render every error in the standard envelope."""
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

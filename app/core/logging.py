@@ -18,7 +18,10 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
 
 
 class JsonFormatter(logging.Formatter):
+    """Formats log records as one JSON object per line."""
+
     def format(self, record: logging.LogRecord) -> str:
+        """One record as JSON, with its request id and any `extra=` fields."""
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -37,6 +40,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO", json_logs: bool = True) -> None:
+    """Send all logs (uvicorn's too) to stderr, as JSON or plain text."""
     handler = logging.StreamHandler(sys.stderr)
     if json_logs:
         handler.setFormatter(JsonFormatter())

@@ -20,6 +20,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def alembic_config(settings: Settings, owner_url: URL) -> Config:
+    """An Alembic configuration for the project's migrations on the owner URL."""
     config = Config(str(PROJECT_ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     config.attributes["database_url"] = owner_url
@@ -35,10 +36,12 @@ def _in_thread(fn_name: str, settings: Settings, owner_url: URL, revision: str) 
 
 
 async def upgrade(settings: Settings, owner_url: URL, revision: str = "head") -> None:
+    """Migrate the database up to `revision`, off the event loop."""
     await asyncio.to_thread(_in_thread, "upgrade", settings, owner_url, revision)
 
 
 async def downgrade(settings: Settings, owner_url: URL, revision: str) -> None:
+    """Migrate the database down to `revision`, off the event loop."""
     await asyncio.to_thread(_in_thread, "downgrade", settings, owner_url, revision)
 
 
@@ -46,6 +49,7 @@ async def downgrade(settings: Settings, owner_url: URL, revision: str) -> None:
 def head_revision() -> str:
     # Reading the revisions imports them, and they import `rls_ops` from their directory
     # (env.py puts it on the path when Alembic runs; a server that never migrated has not).
+    """The newest migration revision in the code."""
     migrations = str(PROJECT_ROOT / "migrations")
     if migrations not in sys.path:
         sys.path.append(migrations)
@@ -56,6 +60,7 @@ def head_revision() -> str:
 
 
 async def current_revision(connection: AsyncConnection) -> str | None:
+    """The revision the database is at, or None if it has none."""
     result = await connection.execute(text("SELECT version_num FROM alembic_version"))
     return result.scalar_one_or_none()
 

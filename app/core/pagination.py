@@ -15,10 +15,13 @@ from app.core.errors import BadRequest
 
 @dataclass(frozen=True)
 class Cursor:
+    """Position in a keyset listing: the last row's `(created_at, id)`."""
+
     created_at: datetime
     id: uuid.UUID
 
     def encode(self) -> str:
+        """The cursor as an opaque URL-safe token for the client."""
         raw = json.dumps([self.created_at.isoformat(), str(self.id)]).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

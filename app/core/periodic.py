@@ -12,6 +12,8 @@ logger = logging.getLogger(__name__)
 
 
 class Periodic:
+    """Runs a job at a fixed interval on the event loop until stopped."""
+
     def __init__(
         self, name: str, seconds: float, job: Callable[[], Awaitable[object]], *, at_start: bool
     ) -> None:
@@ -23,6 +25,7 @@ class Periodic:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Start the timer on the running event loop."""
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def _loop(self) -> None:
@@ -36,6 +39,7 @@ class Periodic:
             await asyncio.sleep(self.seconds)
 
     async def stop(self) -> None:
+        """Cancel the timer and wait until it has ended."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -42,11 +42,14 @@ _BACKOFF = ExponentialWithJitterBackoff(cap=0.5, base=0.025)
 
 @dataclass
 class RedisHandle:
+    """The process's Redis client, with the key prefix every key is built with."""
+
     client: Redis
     in_process: bool
     prefix: str
 
     def key(self, *parts: object) -> str:
+        """A key under this deployment's prefix, its parts joined by `:`."""
         return self.prefix + ":".join(str(part) for part in parts)
 
     async def ping(self) -> bool:
@@ -86,10 +89,12 @@ class RedisHandle:
                 logger.debug("probe connection did not close cleanly", exc_info=True)
 
     async def close(self) -> None:
+        """Close the client and its pool."""
         await self.client.aclose()
 
 
 def build_redis(settings: Settings) -> RedisHandle:
+    """The Redis handle for the settings: a real pool, or fakeredis without `REDIS_URL`."""
     if settings.redis_url:
         pool = BlockingConnectionPool.from_url(
             settings.redis_url,

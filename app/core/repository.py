@@ -23,28 +23,32 @@ class TenantRepository(Generic[M]):
 
     model: ClassVar[type[Any]]
 
-    def __init__(self, session: AsyncSession, tenant_id: uuid.UUID) -> None:
-        self.session = session
+    def __init__(self, db: AsyncSession, tenant_id: uuid.UUID) -> None:
+        self.db = db
         self.tenant_id = tenant_id
 
     def scoped(self) -> Select[M]:
+        """A select of this repository's model, already filtered to its tenant."""
         statement: Select[M] = select(self.model).where(self.model.tenant_id == self.tenant_id)
         return statement
 
     async def get(self, object_id: uuid.UUID) -> M | None:
-        result = await self.session.execute(self.scoped().where(self.model.id == object_id))
+        """The tenant's row with this id, or None."""
+        result = await self.db.execute(self.scoped().where(self.model.id == object_id))
         return result.scalar_one_or_none()
 
     def add(self, obj: M) -> M:
+        """Add a new row to the database session, stamped with (and checked against) the tenant."""
         if obj.tenant_id is None:
             obj.tenant_id = self.tenant_id
         elif obj.tenant_id != self.tenant_id:
             raise ValueError("object belongs to another tenant")
-        self.session.add(obj)
+        self.db.add(obj)
         return obj
 
     async def delete(self, obj: M) -> None:
-        await self.session.delete(obj)
+        """Mark a row for deletion in the database session."""
+        await self.db.delete(obj)
 
     async def keyset_page(
         self, statement: Select[M], *, limit: int, after: Cursor | None
@@ -56,5 +60,5 @@ class TenantRepository(Generic[M]):
                 tuple_(created_at, self.model.id) < tuple_(after.created_at, after.id)
             )
         statement = statement.order_by(created_at.desc(), self.model.id.desc()).limit(limit + 1)
-        result = await self.session.execute(statement)
+        result = await self.db.execute(statement)
         return list(result.scalars())

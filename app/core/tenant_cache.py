@@ -15,6 +15,8 @@ T = TypeVar("T")
 
 
 class TenantCache(Generic[T]):
+    """Per-process values about tenants, each kept until its time to live runs out."""
+
     def __init__(self) -> None:
         self._known: dict[uuid.UUID, tuple[T, float]] = {}
 
@@ -24,8 +26,10 @@ class TenantCache(Generic[T]):
         return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def put(self, tenant_id: uuid.UUID, value: T, ttl_seconds: float) -> T:
+        """Remember a tenant's value for `ttl_seconds`; returns the value."""
         self._known[tenant_id] = (value, time.monotonic() + ttl_seconds)
         return value
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
+        """Forget a tenant's value in this process, so the next read fetches it."""
         self._known.pop(tenant_id, None)

@@ -7,6 +7,8 @@ from typing import Protocol
 
 
 class Embedder(Protocol):
+    """Turns batches of texts into unit vectors; every embedding model implements this."""
+
     name: str
     """Identifies the model; recorded in the database beside the vectors it produced."""
     dimension: int
@@ -20,4 +22,4 @@ class Embedder(Protocol):
 
 
 class EmbedderConfigError(RuntimeError):
-    pass
+    """The configured embedder cannot be built (missing extra or key, wrong dimension)."""

@@ -15,6 +15,8 @@ from app.embeddings.base import Embedder
 
 
 class CoalescingEmbedder:
+    """Wraps an embedder so concurrent callers share model calls in larger batches."""
+
     def __init__(self, inner: Embedder, max_batch: int = 64) -> None:
         self.inner = inner
         self.name = inner.name
@@ -25,6 +27,7 @@ class CoalescingEmbedder:
         )
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for these texts, computed in a batch shared with concurrent callers."""
         if not texts:
             return []
         return await self._calls.submit(list(texts))

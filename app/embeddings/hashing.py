@@ -19,6 +19,8 @@ INLINE_TEXTS = 4
 
 
 class HashingEmbedder:
+    """A model-free embedder hashing words and word pairs: fast and deterministic (tests, demos)."""
+
     name = "hashing-v1"
     max_input_tokens: int | None = None
 
@@ -41,6 +43,7 @@ class HashingEmbedder:
         return [v / norm for v in vector]
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text; large batches are hashed in a worker thread."""
         if len(texts) <= INLINE_TEXTS:  # a query: cheaper than a hop to a thread
             return [self._vector(text) for text in texts]
         # An ingestion batch is tens of milliseconds of CPU: in a thread, the event loop

@@ -12,6 +12,8 @@ from app.embeddings.base import EmbedderConfigError
 
 
 class MiniLMEmbedder:
+    """The local all-MiniLM-L6-v2 sentence-transformers model, on CPU."""
+
     name = "sentence-transformers/all-MiniLM-L6-v2"
     dimension = 384
     # The model reads 256 word pieces and drops the rest; scientific and non-English text
@@ -43,4 +45,5 @@ class MiniLMEmbedder:
         return [list(map(float, v)) for v in vectors]
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text, computed in a worker thread."""
         return await asyncio.to_thread(self._encode, texts)

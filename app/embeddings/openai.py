@@ -9,6 +9,8 @@ from openai import AsyncOpenAI
 
 
 class OpenAIEmbedder:
+    """Embeddings from the OpenAI API or any compatible endpoint."""
+
     def __init__(
         self, *, model: str, dimension: int, api_key: str, base_url: str | None = None
     ) -> None:
@@ -19,6 +21,7 @@ class OpenAIEmbedder:
         self._client = AsyncOpenAI(api_key=api_key, base_url=base_url)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text from one API call, in input order."""
         response = await self._client.embeddings.create(
             model=self._model, input=list(texts), dimensions=self.dimension
         )

@@ -14,12 +14,12 @@ SPACE = "default"
 
 
 class EmbeddingMismatchError(RuntimeError):
-    pass
+    """The configured embedder differs from the one that filled this database."""
 
 
-async def check_embedding_space(session: AsyncSession, embedder: Embedder) -> None:
+async def check_embedding_space(db: AsyncSession, embedder: Embedder) -> None:
     """Record the embedder on first use; refuse a different model or dimension later."""
-    column = await session.scalar(
+    column = await db.scalar(
         text(
             "SELECT atttypmod FROM pg_attribute "
             "WHERE attrelid = 'kb_chunks'::regclass AND attname = 'embedding'"
@@ -30,12 +30,12 @@ async def check_embedding_space(session: AsyncSession, embedder: Embedder) -> No
             f"the vector columns hold {column} dimensions but {embedder.name} produces "
             f"{embedder.dimension}: set THREADLINE_EMBEDDING_DIM and migrate a new database"
         )
-    await session.execute(
+    await db.execute(
         pg_insert(EmbeddingSpace)
         .values(name=SPACE, model=embedder.name, dimension=embedder.dimension)
         .on_conflict_do_nothing()
     )
-    recorded = await session.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == SPACE))
+    recorded = await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == SPACE))
     assert recorded is not None
     if (recorded.model, recorded.dimension) != (embedder.name, embedder.dimension):
         raise EmbeddingMismatchError(

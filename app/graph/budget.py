@@ -43,6 +43,8 @@ SYSTEM_PROMPT = (
 
 @dataclass
 class BudgetSettings:
+    """How the prompt's token budget grows with results: `min(cap, base + per_result * results)`."""
+
     base: int
     per_result: int
     cap: int
@@ -50,6 +52,8 @@ class BudgetSettings:
 
 @dataclass
 class BuiltContext:
+    """The prompt for one turn, its numbered sources, and what history fitted or overflowed."""
+
     prompt: list[ChatMessage]
     sources: list[SourceRef]
     history_included: list[HistoryTurn]
@@ -59,6 +63,7 @@ class BuiltContext:
 
 
 def token_budget(settings: BudgetSettings, results: int) -> int:
+    """The whole prompt's token budget for this many retrieved results."""
     return min(settings.cap, settings.base + settings.per_result * results)
 
 
@@ -105,6 +110,7 @@ def build_context(
     summary: str,
     settings: BudgetSettings,
 ) -> BuiltContext:
+    """Fit the question, summary, history and passages into the turn's token budget."""
     budget = token_budget(settings, len(passages))
     truncated: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []

@@ -67,6 +67,8 @@ TurnGraph = CompiledStateGraph[TurnState, TurnContext, TurnState, TurnState]
 
 
 class Node(Protocol):
+    """What a pipeline stage is: a coroutine from the turn state and runtime to a state update."""
+
     def __call__(
         self, state: TurnState, runtime: Runtime[TurnContext]
     ) -> Awaitable[dict[str, Any]]: ...
@@ -109,6 +111,7 @@ async def _after_agent(state: TurnState) -> str:
 
 
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
+    """Compile the turn pipeline, timing each node, with the given checkpointer."""
     graph = StateGraph(TurnState, context_schema=TurnContext)
     for name, node in PIPELINE:
         graph.add_node(name, _timed(name, node))

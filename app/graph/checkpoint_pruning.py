@@ -52,4 +52,5 @@ SELECT (SELECT count(*) FROM doomed) AS checkpoints,
 
 
 def prune_parameters(thread_id: str, checkpoint_ns: str, keep: int) -> dict[str, Any]:
+    """The bind parameters of `PRUNE_THREAD` for one thread."""
     return {"thread": thread_id, "ns": checkpoint_ns, "keep": keep}

@@ -42,7 +42,7 @@ _SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
 
 
 class CheckpointSchemaError(RuntimeError):
-    pass
+    """The checkpoint tables are not at the version the installed library expects."""
 
 
 class TenantScopedSaver(AsyncPostgresSaver):
@@ -58,6 +58,7 @@ class TenantScopedSaver(AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """Store a checkpoint, then prune the thread's old ones in the same pipeline."""
         where = config["configurable"]
         target = (where["thread_id"], where.get("checkpoint_ns", ""))
         token = _PRUNE_AFTER_WRITE.set(target if self.keep_checkpoints > 0 else None)
@@ -80,6 +81,7 @@ class TenantScopedSaver(AsyncPostgresSaver):
 
 
 def create_pool(conninfo: str, max_size: int) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
+    """The checkpointer's psycopg pool (autocommit, dict rows), opened later by the caller."""
     return AsyncConnectionPool(
         conninfo,
         min_size=1,

@@ -13,6 +13,8 @@ _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 @dataclass(frozen=True)
 class CheckedAnswer:
+    """An answer without its dangling citations, the sources it cites, and how many were removed."""
+
     text: str
     cited: list[int]
     removed: int

@@ -34,6 +34,8 @@ _CHAT_WORDING = re.compile(
 
 @dataclass(frozen=True)
 class CompositionGuess:
+    """Where a query's answer should come from, with a confidence and the reason."""
+
     composition: Composition
     confidence: float
     reason: str

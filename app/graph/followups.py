@@ -20,9 +20,18 @@ _REFERRING = re.compile(
     re.IGNORECASE,
 )
 _ORDINALS = {
-    "first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3,
-    "fourth": 4, "4th": 4, "fifth": 5, "5th": 5, "last": -1,
-}  # fmt: skip
+    "first": 1,
+    "1st": 1,
+    "second": 2,
+    "2nd": 2,
+    "third": 3,
+    "3rd": 3,
+    "fourth": 4,
+    "4th": 4,
+    "fifth": 5,
+    "5th": 5,
+    "last": -1,
+}
 _ORDINAL = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b|\b(?:number|no\.?|#)\s*(\d+)\b", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+)$", re.MULTILINE)
 _STRIP_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
@@ -75,6 +84,7 @@ def rewrite_by_rules(query: str, history: Sequence[HistoryTurn]) -> str:
 
 
 def rewrite_prompt(query: str, history: Sequence[HistoryTurn]) -> list[ChatMessage]:
+    """The model prompt that rewrites a follow-up into a standalone search query."""
     transcript = "\n".join(
         f"User: {turn['user_query']}\nAssistant: {turn['answer'][:600]}" for turn in history[-3:]
     )

@@ -34,6 +34,7 @@ def fold_by_rules(previous: str, turns: Sequence[HistoryTurn], max_tokens: int) 
 def summary_prompt(
     previous: str, turns: Sequence[HistoryTurn], max_tokens: int
 ) -> list[ChatMessage]:
+    """The model prompt that merges overflowing turns into the running summary."""
     transcript = "\n".join(
         f"User: {turn['user_query']}\nAssistant: {turn['answer']}" for turn in turns
     )

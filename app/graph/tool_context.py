@@ -34,6 +34,8 @@ def result_allowance(metadata: dict[str, Any]) -> int:
 
 @dataclass
 class FittedResult:
+    """A tool result cut to fit the prompt, the sources it still numbers and its tokens."""
+
     text: str
     sources: list[SourceRef]
     tokens: int

@@ -29,6 +29,7 @@ def _stems(text: str) -> set[str]:
 def check_grounding(
     answer: str, sources: Sequence[SourceRef], min_overlap: float
 ) -> dict[str, Any]:
+    """How far each sentence of an answer is backed by the sources it cites (word-stem overlap)."""
     text = answer.removeprefix(EXTRACTIVE_NOTICE)
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     source_stems = {s["n"]: _stems(f"{s['title']} {s['text']}") for s in sources}

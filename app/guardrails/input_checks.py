@@ -44,6 +44,8 @@ BLOCKED_ANSWERS = {
 
 @dataclass(frozen=True)
 class InputVerdict:
+    """What the input checks decided about a user message, and what each found."""
+
     blocked_by: str | None
     """The first check that blocked the message; None when it passes."""
     log: list[str]

@@ -19,19 +19,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Cyrillic and Greek letters that NFKC keeps but that render like Latin ones.
+# Cyrillic and Greek letters that NFKC keeps but that render like Latin ones: each letter of
+# the first string becomes the Latin letter at the same place in the second.
 _CONFUSABLES = str.maketrans(
-    {
-        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
-        "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j",
-        "ѕ": "s", "ԁ": "d", "ɡ": "g", "ӏ": "l", "ո": "n", "ս": "u",
-        "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
-        "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S",
-        "α": "a", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
-        "υ": "u", "χ": "x", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I",
-        "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
-    }
-)  # fmt: skip
+    "авеёкмнорстухіїјѕԁɡӏոսαεικνορτυχАВЕКМНОРСТХІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "abeekmhopctyxiijsdglnuaeikvoptuxABEKMHOPCTXIJSABEZHIKMNOPTYX",
+)
 _DROPPED = frozenset(("Mn", "Me", "Cf", "Cc", "Co", "Cs"))
 _SPACE = re.compile(r"\s+")
 # Three or more single letters or digits, each followed by one separator: `i g n o r e`.

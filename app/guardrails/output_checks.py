@@ -35,12 +35,15 @@ MIN_CONTENT_WORDS = 3
 
 @dataclass
 class OutputVerdict:
+    """An answer after the output checks: its (possibly replaced) text and the issues found."""
+
     text: str
     issues: list[str] = field(default_factory=list)
     replaced: bool = False
 
     @property
     def safe(self) -> bool:
+        """Whether the checks found nothing wrong with the answer."""
         return not self.issues
 
 

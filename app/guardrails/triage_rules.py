@@ -54,6 +54,7 @@ def on_topic(message: str, topics: Sequence[str]) -> bool:
 
 
 def off_topic_answer(topics: Sequence[str]) -> str:
+    """The polite refusal for a message outside the tenant's allowed topics, naming a few."""
     listed = ", ".join(topics[:5]) + (" and related subjects" if len(topics) > 5 else "")
     return (
         f"Sorry, I can only help with questions about {listed}. Could you ask about one of those?"

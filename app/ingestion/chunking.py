@@ -13,6 +13,8 @@ _SENTENCES = re.compile(r"(?<=[.!?])\s+")
 
 @dataclass(frozen=True)
 class Chunk:
+    """One piece of a document's text, its position and its token count."""
+
     ordinal: int
     text: str
     tokens: int

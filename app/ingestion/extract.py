@@ -22,6 +22,8 @@ class ExtractionError(Exception):
 
 @dataclass(frozen=True)
 class Sniffed:
+    """The content type a file was recognised as, and a text file's length."""
+
     content_type: str
     chars: int | None = None
     """The length of a text file's text; None for a PDF (known only once extracted)."""

@@ -15,12 +15,15 @@ INGEST = "threadline.ingest"
 
 
 def ingest_job(kind: Kind, tenant_id: uuid.UUID, object_id: uuid.UUID) -> Job:
+    """The job that ingests one document or attachment of a tenant."""
     return Job(INGEST, {"kind": kind, "tenant_id": str(tenant_id), "object_id": str(object_id)})
 
 
 def ingestion_handlers(
     deps: IngestionDeps, kb_status: KnowledgeBaseStatus | None = None
 ) -> dict[str, Callable[..., Awaitable[Any]]]:
+    """The job runner's handler for ingestion jobs, by job name."""
+
     async def run(kind: Kind, tenant_id: str, object_id: str) -> str:
         tenant = uuid.UUID(tenant_id)
         status = await ingest(deps, kind, tenant, uuid.UUID(object_id))

@@ -29,6 +29,8 @@ Held = tuple[Kind, uuid.UUID, uuid.UUID]
 
 
 class LeaseKeeper:
+    """Renews the ingestion leases this process holds while it works on their documents."""
+
     def __init__(
         self, sessionmaker: Callable[[], async_sessionmaker[AsyncSession]], seconds: float
     ) -> None:
@@ -60,6 +62,7 @@ class LeaseKeeper:
                 self._held[(kind, tenant, oid)] = True
 
     def release(self, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> None:
+        """Stop renewing a document's lease (its ingestion has ended)."""
         self._held.pop((kind, tenant, oid), None)
         if not self._held and self._task is not None and not self._renewing:
             self._task.cancel()  # asleep: no idle task left behind (a renewing one ends itself)

@@ -34,6 +34,8 @@ class PrepareOptions:
 
 @dataclass(frozen=True)
 class Prepared:
+    """A document made ready to embed: its chunks and what was cleaned out of its text."""
+
     text: str | None
     """The text the chunks were cut from (sanitised, anonymised if asked), if kept."""
     chunks: list[Chunk]

@@ -37,6 +37,8 @@ SCAN_LIMIT = 500
 
 @dataclass
 class Recovered:
+    """What one recovery scan did: the ingestions queued again and those failed for good."""
+
     requeued: list[tuple[Kind, uuid.UUID, uuid.UUID]] = field(default_factory=list)
     failed: list[tuple[Kind, uuid.UUID, uuid.UUID]] = field(default_factory=list)
 
@@ -109,9 +111,11 @@ class RecoveryLoop:
         self._timer = Periodic("ingestion recovery scan", interval, self.run_once, at_start=True)
 
     def start(self) -> None:
+        """Start scanning on the running event loop."""
         self._timer.start()
 
     async def run_once(self) -> Recovered:
+        """Run one recovery scan now."""
         return await recover(
             self._sessionmaker(),
             self.runner,
@@ -120,4 +124,5 @@ class RecoveryLoop:
         )
 
     async def stop(self) -> None:
+        """Stop scanning and wait for the timer to end."""
         await self._timer.stop()

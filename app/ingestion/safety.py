@@ -22,17 +22,20 @@ _PATTERNS = [
     r"<\|(?:im_start|im_end|system|endoftext)\|>",
     r"^\s*(?:system|assistant)\s*:\s",
     r"\bdo\s+anything\s+now\b",
-]  # fmt: skip
+]
 _INJECTION = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class Sanitised:
+    """A document's text with instruction-like passages neutralised, and how many there were."""
+
     text: str
     injections: int
 
 
 def neutralise_instructions(text: str) -> Sanitised:
+    """Replace the passages of a document that read like orders to the model with a marker."""
     found = 0
 
     def replace(_: re.Match[str]) -> str:

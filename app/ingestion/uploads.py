@@ -17,6 +17,8 @@ READ_CHUNK = 1024 * 1024
 
 @dataclass(frozen=True)
 class Upload:
+    """An uploaded file read whole: its bytes, name, detected type and hash."""
+
     data: bytes
     filename: str | None
     content_type: str
@@ -52,6 +54,7 @@ async def read_upload(file: UploadFile, max_bytes: int, max_chars: int | None = 
 
 
 def from_bytes(data: bytes, filename: str | None, max_chars: int | None = None) -> Upload:
+    """An `Upload` from raw bytes: typed by content, refused when too long or unsupported."""
     sniffed = sniff(data, filename)
     if max_chars is not None and sniffed.chars is not None and sniffed.chars > max_chars:
         raise PayloadTooLarge(

@@ -13,9 +13,7 @@ class DocumentRepository(TenantRepository[KbDocument]):
     model = KbDocument
 
     async def by_hash(self, content_hash: str) -> KbDocument | None:
-        result = await self.session.execute(
-            self.scoped().where(KbDocument.content_hash == content_hash)
-        )
+        result = await self.db.execute(self.scoped().where(KbDocument.content_hash == content_hash))
         return result.scalar_one_or_none()
 
     async def insert_new(self, **values: Any) -> KbDocument | None:
@@ -27,7 +25,7 @@ class DocumentRepository(TenantRepository[KbDocument]):
             .on_conflict_do_nothing(index_elements=["tenant_id", "content_hash"])
             .returning(KbDocument)
         )
-        return (await self.session.scalars(statement)).one_or_none()
+        return (await self.db.scalars(statement)).one_or_none()
 
     async def page(self, *, limit: int, after: Cursor | None) -> list[KbDocument]:
         return await self.keyset_page(self.scoped(), limit=limit, after=after)

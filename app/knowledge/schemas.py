@@ -11,6 +11,8 @@ from app.ingestion.extract import MARKDOWN, TEXT
 
 
 class TextDocumentIn(BaseModel):
+    """A knowledge-base document sent as text rather than as a file."""
+
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(min_length=1, max_length=300)
@@ -21,12 +23,16 @@ class TextDocumentIn(BaseModel):
 
 
 class DocumentAccepted(BaseModel):
+    """A document accepted for ingestion; `duplicate` when the same content already exists."""
+
     id: uuid.UUID
     status: str
     duplicate: bool = False
 
 
 class DocumentOut(BaseModel):
+    """A knowledge-base document and how far its ingestion has got."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -46,11 +52,15 @@ class DocumentOut(BaseModel):
 
 
 class DocumentPage(BaseModel):
+    """A page of documents, newest first; `next_cursor` fetches the next."""
+
     items: list[DocumentOut]
     next_cursor: str | None
 
 
 class SearchIn(BaseModel):
+    """A search of the tenant's knowledge base."""
+
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
@@ -60,6 +70,8 @@ class SearchIn(BaseModel):
 
 
 class SearchHit(BaseModel):
+    """One matching passage of a document, with its score."""
+
     document_id: uuid.UUID
     external_id: str | None
     chunk_id: uuid.UUID
@@ -69,4 +81,6 @@ class SearchHit(BaseModel):
 
 
 class SearchOut(BaseModel):
+    """The passages that match a search, best first."""
+
     items: list[SearchHit]

@@ -13,6 +13,8 @@ TSV_EXPRESSION = "to_tsvector('english', text)"
 
 
 class ChunkColumns:
+    """Mixin of the columns both chunk tables share: text, tokens, embedding, full-text vector."""
+
     ordinal: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     token_count: Mapped[int] = mapped_column(Integer, default=0)

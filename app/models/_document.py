@@ -15,6 +15,8 @@ IN_FLIGHT = "status IN ('pending', 'processing')"
 
 
 class DocumentColumns:
+    """Mixin of the columns uploaded documents share: the file, its ingestion status and lease."""
+
     filename: Mapped[str | None] = mapped_column(Text)
     content_type: Mapped[str | None] = mapped_column(Text)
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

@@ -11,6 +11,8 @@ from app.models._chunk import ChunkColumns, search_indexes
 
 
 class AttachmentChunk(TenantOwned, ChunkColumns, Timestamped, Base):
+    """A searchable piece of an attachment's text, with its embedding."""
+
     __tablename__ = "attachment_chunks"
     __table_args__ = (
         ForeignKeyConstraint(

@@ -11,6 +11,8 @@ from app.models._chunk import ChunkColumns, search_indexes
 
 
 class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
+    """A searchable piece of a knowledge-base document, with its embedding."""
+
     __tablename__ = "kb_chunks"
     __table_args__ = (
         ForeignKeyConstraint(

@@ -17,9 +17,11 @@ NODE_SECONDS = Histogram(
     "threadline_node_seconds", "Time spent in each node of a chat turn.", ["node"], buckets=_BUCKETS
 )
 TURN_SECONDS = Histogram(
-    "threadline_turn_seconds", "Wall time of chat turns, by final status.", ["status"],
+    "threadline_turn_seconds",
+    "Wall time of chat turns, by final status.",
+    ["status"],
     buckets=_BUCKETS,
-)  # fmt: skip
+)
 TOKENS = Counter("threadline_tokens", "Model tokens used by chat turns.", ["kind"])
 STREAMS_STARTED = Counter("threadline_streams_started", "SSE streams started.", ["kind"])
 STREAMS_ACTIVE = Gauge("threadline_streams_active", "SSE streams being sent right now.")
@@ -38,6 +40,7 @@ IDEMPOTENT_REPLAYS = Counter(
 def record_turn(
     node_ms: dict[str, float], usage: dict[str, Any], status: str, turn_ms: float
 ) -> None:
+    """Record a finished turn's node times, token usage and wall time."""
     for node, ms in node_ms.items():
         NODE_SECONDS.labels(node=node).observe(ms / 1000)
     for kind in ("prompt_tokens", "completion_tokens"):

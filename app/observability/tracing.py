@@ -40,6 +40,8 @@ def redact(value: Any, pseudonym: Callable[[str], str]) -> Any:
 
 
 class Tracing:
+    """Sends turns to LangSmith with personal data redacted and users pseudonymised."""
+
     def __init__(self, settings: Settings) -> None:
         assert settings.langsmith_api_key is not None
         self._secret = settings.jwt_signing_key().encode()
@@ -57,9 +59,11 @@ class Tracing:
         return redacted
 
     def pseudonym(self, user_id: str) -> str:
+        """A stable keyed hash standing for a user id in traces."""
         return hmac.new(self._secret, user_id.encode(), hashlib.sha256).hexdigest()[:16]
 
     def config_for(self, tenant_id: str, session_id: str, user_id: str) -> RunnableConfig:
+        """The run config that traces one turn under its session, tenant and pseudonymous user."""
         tracer = LangChainTracer(project_name=self.project, client=self.client)
         return {
             "callbacks": [tracer],
@@ -73,6 +77,7 @@ class Tracing:
 
 
 def build_tracing(settings: Settings) -> Tracing | None:
+    """LangSmith tracing when configured, else None (and LangChain's own tracing switched off)."""
     if settings.langsmith_tracing and settings.langsmith_api_key is not None:
         return Tracing(settings)
     # LangChain traces on its own when these variables are set; we trace only through the

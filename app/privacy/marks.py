@@ -23,10 +23,12 @@ MARK_TTL_SECONDS = 900
 
 
 def mark_key(redis: RedisHandle, some_id: uuid.UUID | str) -> str:
+    """The Redis key marking an id as erased (holding its hash, not the id)."""
     return redis.key("erased", hashlib.sha256(str(some_id).encode()).hexdigest())
 
 
 async def mark_erased(redis: RedisHandle, ids: Iterable[uuid.UUID | str]) -> None:
+    """Mark users or sessions as erased for a while; a Redis failure is logged, not raised."""
     try:
         async with redis.client.pipeline(transaction=False) as pipe:
             for some_id in ids:
@@ -37,6 +39,7 @@ async def mark_erased(redis: RedisHandle, ids: Iterable[uuid.UUID | str]) -> Non
 
 
 async def is_erased(redis: RedisHandle, some_id: uuid.UUID | str) -> bool:
+    """Whether an id was marked erased recently (False when Redis cannot say)."""
     try:
         return bool(await redis.client.exists(mark_key(redis, some_id)))
     except Exception:

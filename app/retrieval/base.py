@@ -25,9 +25,11 @@ class Passage:
 
 
 class Retriever(Protocol):
+    """Finds the passages an answer may draw on, for the chat pipeline and its tools."""
+
     async def search(
         self,
-        session: AsyncSession,
+        db: AsyncSession,
         tenant_id: uuid.UUID,
         query: str,
         *,
@@ -36,6 +38,6 @@ class Retriever(Protocol):
     ) -> list[Passage]:
         """The `k` best passages of the tenant's knowledge base and of these attachments.
 
-        `session` is already scoped to `tenant_id`; implementations filter by it as well.
+        `db` is already scoped to `tenant_id`; implementations filter by it as well.
         """
         ...

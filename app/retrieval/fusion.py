@@ -23,16 +23,25 @@ FusionMethod = Literal["zscore", "rrf"]
 
 
 class Scored(Protocol):
+    """A hit of one retrieval leg, as fusion reads it."""
+
     @property
-    def chunk_id(self) -> str: ...
+    def chunk_id(self) -> str:
+        """The id of the chunk hit."""
+
     @property
-    def document_key(self) -> str: ...
+    def document_key(self) -> str:
+        """The document the chunk belongs to."""
+
     @property
-    def score(self) -> float: ...
+    def score(self) -> float:
+        """The leg's own score, higher is better."""
 
 
 @dataclass(frozen=True)
 class Fused:
+    """A chunk and its score after fusing the legs."""
+
     chunk_id: str
     score: float
 

@@ -20,10 +20,13 @@ NEGATIVE_TTL_SECONDS = 5.0
 
 
 class KnowledgeBaseStatus:
+    """Whether each tenant's knowledge base has ready documents, cached per process."""
+
     def __init__(self) -> None:
         self._known: TenantCache[bool] = TenantCache()
 
     async def has_documents(self, db: AsyncSession, tenant_id: uuid.UUID) -> bool:
+        """Whether the tenant has a ready document, from the cache or one query."""
         cached = self._known.get(tenant_id)
         if cached is not None:
             return cached
@@ -38,4 +41,5 @@ class KnowledgeBaseStatus:
         return self._known.put(tenant_id, found, ttl)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
+        """Forget the tenant's answer, so a new document is seen at once."""
         self._known.invalidate(tenant_id)

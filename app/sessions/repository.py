@@ -16,7 +16,7 @@ class SessionRepository(TenantRepository[ChatSession]):
 
     async def owned(self, session_id: uuid.UUID, user_id: uuid.UUID) -> ChatSession | None:
         """The session if it belongs to this user; None for unknown and foreign alike."""
-        result = await self.session.execute(
+        result = await self.db.execute(
             self.scoped().where(ChatSession.id == session_id, ChatSession.user_id == user_id)
         )
         return result.scalar_one_or_none()

@@ -19,6 +19,8 @@ def _clean_title(value: str | None) -> str | None:
 
 
 class CreateSessionRequest(BaseModel):
+    """A new chat session, optionally titled."""
+
     model_config = ConfigDict(extra="forbid")
 
     title: str | None = Field(default=None, max_length=TITLE_MAX, pattern=NOT_BLANK)
@@ -27,6 +29,8 @@ class CreateSessionRequest(BaseModel):
 
 
 class UpdateSessionRequest(BaseModel):
+    """A new title for a chat session."""
+
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(max_length=TITLE_MAX, pattern=NOT_BLANK)
@@ -35,6 +39,8 @@ class UpdateSessionRequest(BaseModel):
 
 
 class SessionResponse(BaseModel):
+    """A chat session of the caller."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -44,11 +50,15 @@ class SessionResponse(BaseModel):
 
 
 class SessionPage(BaseModel):
+    """A page of chat sessions, newest first; `next_cursor` fetches the next."""
+
     items: list[SessionResponse]
     next_cursor: str | None
 
 
 class TurnResponse(BaseModel):
+    """One turn of a chat session: the question, the answer and its status."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -60,5 +70,7 @@ class TurnResponse(BaseModel):
 
 
 class TurnPage(BaseModel):
+    """A page of a session's turns, newest first; `next_cursor` fetches the next."""
+
     items: list[TurnResponse]
     next_cursor: str | None

@@ -14,27 +14,30 @@ MAX_NAME_LENGTH = 100
 
 
 def normalise_name(name: str) -> str:
+    """A tenant name with whitespace collapsed, or 422 if empty or too long."""
     cleaned = " ".join(name.split())
     if not cleaned or len(cleaned) > MAX_NAME_LENGTH:
         raise UnprocessableEntity(f"A tenant name has 1 to {MAX_NAME_LENGTH} characters.")
     return cleaned
 
 
-async def create_tenant(session: AsyncSession, name: str) -> Tenant:
+async def create_tenant(db: AsyncSession, name: str) -> Tenant:
+    """Create a tenant with a unique name (409 if it exists)."""
     name = normalise_name(name)
-    if await find_tenant_by_name(session, name) is not None:
+    if await find_tenant_by_name(db, name) is not None:
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists")
     tenant = Tenant(id=new_id(), name=name, settings={})
-    await scope_to_tenant(session, tenant.id)  # outside the savepoint: it must outlive it
+    await scope_to_tenant(db, tenant.id)  # outside the savepoint: it must outlive it
     try:
-        async with session.begin_nested():
-            return await insert_tenant(session, tenant)
+        async with db.begin_nested():
+            return await insert_tenant(db, tenant)
     except IntegrityError as exc:  # a concurrent create won the race
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists") from exc
 
 
-async def require_tenant(session: AsyncSession, name: str) -> Tenant:
-    tenant = await find_tenant_by_name(session, normalise_name(name))
+async def require_tenant(db: AsyncSession, name: str) -> Tenant:
+    """The tenant with this name, or 404."""
+    tenant = await find_tenant_by_name(db, normalise_name(name))
     if tenant is None:
         raise NotFound(f"No tenant named {name!r}.", code="tenant_not_found")
     return tenant

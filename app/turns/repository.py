@@ -114,7 +114,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         """The last `limit` finished turns of the session, oldest first, and how many finished
         turns it has in all (one query)."""
         rows = (
-            await self.session.execute(
+            await self.db.execute(
                 select(
                     QueryHistory.id,
                     QueryHistory.user_query,
@@ -146,7 +146,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         """Finished turns `offset .. offset+limit` in chronological order."""
         if limit <= 0:
             return []
-        rows = await self.session.execute(
+        rows = await self.db.execute(
             self.scoped()
             .where(
                 QueryHistory.session_id == session_id,
@@ -179,7 +179,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         One round trip for the ownership check, the turn's row and the attachment set keeps
         a turn's fixed cost near the irreducible work (see bench/chat_overhead.py)."""
         row = (
-            await self.session.execute(
+            await self.db.execute(
                 _ADMIT,
                 {
                     "tenant": self.tenant_id,
@@ -213,7 +213,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         """Record a turn's outcome and touch its session (storing a new running summary if
         there is one) in one statement; returns how many *other* finished turns the session
         has, which tells the caller whether its view of the history is still current."""
-        result = await self.session.execute(
+        result = await self.db.execute(
             _COMPLETE,
             {
                 "tenant": self.tenant_id,
@@ -234,7 +234,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
 
     async def finish_unfinished(self, turn_id: uuid.UUID, **values: Any) -> None:
         """Like `finish`, but only for a turn still pending (never overwrite a result)."""
-        await self.session.execute(
+        await self.db.execute(
             update(QueryHistory)
             .where(
                 QueryHistory.tenant_id == self.tenant_id,
@@ -295,7 +295,7 @@ class SessionStateRepository(TenantRepository[ChatSession]):
 
     async def summary(self, session_id: uuid.UUID) -> tuple[str, int]:
         row = (
-            await self.session.execute(
+            await self.db.execute(
                 select(ChatSession.summary, ChatSession.summarized_turns).where(
                     ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id
                 )
@@ -306,7 +306,7 @@ class SessionStateRepository(TenantRepository[ChatSession]):
         return row.summary or "", int(row.summarized_turns)
 
     async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:
-        rows = await self.session.execute(
+        rows = await self.db.execute(
             select(SessionAttachment.attachment_id)
             .where(
                 SessionAttachment.tenant_id == self.tenant_id,

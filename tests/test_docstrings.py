@@ -1,0 +1,204 @@
+"""Every public function and class in app/ says what it is for, and no code is hand-packed.
+
+A public name is one not starting with `_`, at module level or inside a public class (methods,
+properties, nested classes). `@overload` stubs and property setters share their docstring with
+the definition they belong to. Modules in `PENDING` have not been through this yet: take a
+module out of the set once it is done; a module listed there that has nothing missing fails,
+so the set only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app"
+ROOT = APP.parent
+
+PENDING = frozenset(
+    {
+        "app/attachments/endpoints.py",
+        "app/attachments/service.py",
+        "app/audit/log.py",
+        "app/audit/turns.py",
+        "app/auth/endpoints.py",
+        "app/auth/repository.py",
+        "app/auth/service.py",
+        "app/chat/guards.py",
+        "app/chat/history.py",
+        "app/chat/idempotency.py",
+        "app/chat/lease_repository.py",
+        "app/chat/leases.py",
+        "app/chat/orphans.py",
+        "app/chat/repository.py",
+        "app/chat/resume.py",
+        "app/chat/runner.py",
+        "app/chat/service.py",
+        "app/chat/sse.py",
+        "app/chat/stream_buffer.py",
+        "app/chat/streams.py",
+        "app/cli.py",
+        "app/cli_chat.py",
+        "app/core/deps.py",
+        "app/core/jobs.py",
+        "app/core/resources.py",
+        "app/embeddings/factory.py",
+        "app/faqs/endpoints.py",
+        "app/faqs/service.py",
+        "app/graph/context.py",
+        "app/graph/nodes/agent.py",
+        "app/graph/nodes/answer_early.py",
+        "app/graph/nodes/build_context.py",
+        "app/graph/nodes/classify.py",
+        "app/graph/nodes/generate.py",
+        "app/graph/nodes/guard_input.py",
+        "app/graph/nodes/load_history.py",
+        "app/graph/nodes/persist.py",
+        "app/graph/nodes/process_messages.py",
+        "app/graph/nodes/resolve_attachments.py",
+        "app/graph/nodes/retrieve.py",
+        "app/graph/nodes/triage.py",
+        "app/graph/nodes/validate.py",
+        "app/graph/nodes/validate_output.py",
+        "app/graph/state.py",
+        "app/guardrails/policy.py",
+        "app/ingestion/pipeline.py",
+        "app/ingestion/repository.py",
+        "app/knowledge/endpoints.py",
+        "app/knowledge/repository.py",
+        "app/knowledge/service.py",
+        "app/lifespan.py",
+        "app/limits/limiter.py",
+        "app/llm/providers.py",
+        "app/llm/responder.py",
+        "app/llm/tokens.py",
+        "app/llm/tools.py",
+        "app/main.py",
+        "app/privacy/endpoints.py",
+        "app/privacy/erasure.py",
+        "app/privacy/pii.py",
+        "app/retention/endpoints.py",
+        "app/retention/policy.py",
+        "app/retention/purge.py",
+        "app/retention/schedule.py",
+        "app/retention/tasks.py",
+        "app/retrieval/hybrid.py",
+        "app/sessions/endpoints.py",
+        "app/sessions/repository.py",
+        "app/sessions/service.py",
+        "app/tenants/repository.py",
+        "app/worker/celery_app.py",
+        "app/worker/runtime.py",
+    }
+)
+"""Modules (paths from the project root) still missing docstrings on some public names."""
+
+FMT_SKIP_PENDING: frozenset[str] = frozenset(
+    {
+        "app/chat/endpoints.py",
+        "app/cli.py",
+        "app/retrieval/hybrid.py",
+    }
+)
+"""Modules still laying code out by hand with `# fmt: skip`."""
+
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _shares_docstring(node: Definition) -> bool:
+    """An `@overload` stub or a property's setter/deleter: documented where it is defined."""
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Name) and decorator.id == "overload":
+            return True
+        if isinstance(decorator, ast.Attribute) and decorator.attr in {"setter", "deleter"}:
+            return True
+    return False
+
+
+def undocumented(source: str) -> list[str]:
+    """Qualified names of the public functions and classes in `source` without a docstring."""
+    missing: list[str] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if not isinstance(node, Definition) or node.name.startswith("_"):
+                continue
+            if _shares_docstring(node):
+                continue
+            if ast.get_docstring(node) is None:
+                missing.append(f"{prefix}{node.name} (line {node.lineno})")
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+
+    visit(ast.parse(source).body, "")
+    return missing
+
+
+def _modules() -> dict[str, str]:
+    return {
+        path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(APP.rglob("*.py"))
+    }
+
+
+def test_the_checker_finds_undocumented_public_names_only() -> None:
+    source = '''
+def documented() -> None:
+    """Says why."""
+
+def bare() -> None:
+    pass
+
+def _private() -> None:
+    pass
+
+class Thing:
+    """Says why."""
+
+    def method(self) -> None:
+        pass
+
+    def _helper(self) -> None:
+        pass
+
+    @property
+    def value(self) -> int:
+        """Says why."""
+        return 1
+
+    @value.setter
+    def value(self, new: int) -> None:
+        pass
+
+class _Hidden:
+    def method(self) -> None:
+        pass
+'''
+    assert undocumented(source) == ["bare (line 5)", "Thing.method (line 14)"]
+
+
+def test_every_public_function_and_class_in_app_has_a_docstring() -> None:
+    missing = {
+        module: names
+        for module, source in _modules().items()
+        if module not in PENDING and (names := undocumented(source))
+    }
+    assert not missing, "public names without a docstring saying what they are for: " + "; ".join(
+        f"{module}: {', '.join(names)}" for module, names in missing.items()
+    )
+
+
+def test_pending_lists_only_modules_that_still_miss_docstrings() -> None:
+    modules = _modules()
+    done = sorted(m for m in PENDING if m not in modules or not undocumented(modules[m]))
+    assert not done, f"take these out of PENDING (documented, moved or gone): {done}"
+
+
+def test_no_hand_packed_layout_in_app() -> None:
+    modules = _modules()
+    packed = sorted(m for m, source in modules.items() if "fmt: skip" in source)
+    assert set(packed) <= FMT_SKIP_PENDING, (
+        f"'# fmt: skip' in {sorted(set(packed) - FMT_SKIP_PENDING)}: let ruff format lay it out"
+    )
+    done = sorted(FMT_SKIP_PENDING - set(packed))
+    assert not done, f"take these out of FMT_SKIP_PENDING: {done}"
