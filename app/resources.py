@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Resources:
+    """Everything the running application holds, built once at start-up by the lifespan."""
+
     settings: Settings
     urls: DatabaseUrls
     engine: AsyncEngine

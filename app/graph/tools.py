@@ -100,6 +100,8 @@ def tool_model(responder: Responder) -> BaseChatModel | None:
 
 @dataclass
 class ToolOutcome:
+    """What one tool call gives the model, the audit record, and any sources it found."""
+
     text: str
     """What the model reads."""
     record: dict[str, Any]
@@ -115,6 +117,7 @@ async def run_tool(
     args: dict[str, Any],
     sources: list[SourceRef],
 ) -> ToolOutcome:
+    """Run the tool the model asked for, scoped to the turn's tenant, user and session."""
     record: dict[str, Any] = {"tool": name, "args": _short_args(args)}
     if name == "search_knowledge_base":
         return await _search(ctx, db, state, str(args.get("query", "")), sources, record)

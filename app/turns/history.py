@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 class HistorySnapshot(TypedDict):
+    """What the history cache holds for a session: recent turns, their count and the summary."""
+
     turns: list[HistoryTurn]
     """The last finished turns, oldest first (the window and a few older ones)."""
     total: int
@@ -47,6 +49,8 @@ return 1
 
 
 class HistoryStore:
+    """A session's recent history: read from the Redis cache, else PostgreSQL, and kept fresh."""
+
     def __init__(self, redis: RedisHandle, *, limit: int, ttl_seconds: int) -> None:
         self.redis = redis
         self.limit = limit
@@ -54,6 +58,7 @@ class HistoryStore:
         self._store_newest = redis.client.register_script(_STORE_NEWEST)
 
     def key(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> str:
+        """The Redis key of a session's cached history."""
         return self.redis.key("history", tenant_id, session_id)
 
     async def _cached(self, key: str) -> HistorySnapshot | None:
@@ -140,9 +145,11 @@ class HistoryStore:
             logger.warning("history cache unavailable", exc_info=True)
 
     async def refresh(self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        """Re-read a session's history from PostgreSQL into the cache."""
         await self.store(tenant_id, session_id, await self.snapshot(db, tenant_id, session_id))
 
     async def drop(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        """Forget a session's cached history (deleted or erased data)."""
         try:
             await self.redis.client.delete(self.key(tenant_id, session_id))
         except Exception:

@@ -107,6 +107,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
     async def page(
         self, session_id: uuid.UUID, *, limit: int, after: Cursor | None
     ) -> list[QueryHistory]:
+        """One page of a session's turns, newest first (the turns listing)."""
         statement = self.scoped().where(QueryHistory.session_id == session_id)
         return await self.keyset_page(statement, limit=limit, after=after)
 
@@ -251,7 +252,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         statement = select(QueryHistory.id, QueryHistory.user_query, QueryHistory.answer).where(
             *self._own_finished(user_id, session_id), QueryHistory.id == turn_id
         )
-        return (await self.session.execute(statement)).one_or_none()
+        return (await self.db.execute(statement)).one_or_none()
 
     async def finished_about(
         self, user_id: uuid.UUID, session_id: uuid.UUID, words: list[str], limit: int
@@ -270,7 +271,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
             .order_by(QueryHistory.created_at.desc())
             .limit(limit)
         )
-        return (await self.session.execute(statement)).all()
+        return (await self.db.execute(statement)).all()
 
     def _own_finished(self, user_id: uuid.UUID, session_id: uuid.UUID) -> list[Any]:
         # A turn the input guardrail blocked is never shown to the model again.
@@ -291,9 +292,12 @@ def _escape_like(word: str) -> str:
 
 
 class SessionStateRepository(TenantRepository[ChatSession]):
+    """A chat session's running summary and active attachments, as a turn reads them."""
+
     model = ChatSession
 
     async def summary(self, session_id: uuid.UUID) -> tuple[str, int]:
+        """The session's running summary and how many turns it covers."""
         row = (
             await self.db.execute(
                 select(ChatSession.summary, ChatSession.summarized_turns).where(
@@ -306,6 +310,7 @@ class SessionStateRepository(TenantRepository[ChatSession]):
         return row.summary or "", int(row.summarized_turns)
 
     async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """The attachments active in the session, oldest first."""
         rows = await self.db.execute(
             select(SessionAttachment.attachment_id)
             .where(

@@ -10,11 +10,15 @@ from typing import Literal, TypedDict
 
 
 class ChatMessage(TypedDict):
+    """One message of a conversation as a client sends it or a prompt holds it."""
+
     role: Literal["user", "assistant", "system"]
     content: str
 
 
 class HistoryTurn(TypedDict):
+    """One finished earlier turn of a session, as the history window shows it."""
+
     turn_id: str
     user_query: str
     answer: str
@@ -22,6 +26,8 @@ class HistoryTurn(TypedDict):
 
 
 class PassageData(TypedDict):
+    """A retrieved passage (KB chunk or attachment chunk) with its relevance score."""
+
     id: str
     kind: Literal["kb", "attachment"]
     source_id: str
@@ -45,6 +51,8 @@ class SourceRef(TypedDict):
 
 
 class Usage(TypedDict):
+    """The model's token counts for one turn."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
