@@ -11,7 +11,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import SourceRef, TurnState, Usage
+from app.graph.state import SourceRef, TurnState, Usage, public_triage
 from app.llm.tokens import count_tokens
 
 TRIAGE_MODEL = "triage"
@@ -48,7 +48,6 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     }
     tokens = count_tokens(answer)
     metadata = {
-        **state["context_metadata"],
         "query_composition": "chat",
         "composition_confidence": 1.0,
         "token_budget": 0,
@@ -78,8 +77,3 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
         "validation": validation,
         "context_metadata": metadata,
     }
-
-
-def public_triage(triage: dict[str, Any]) -> dict[str, Any]:
-    """The triage record as returned and audited (the early answer is the answer itself)."""
-    return {k: v for k, v in triage.items() if k != "answer"}

@@ -76,7 +76,6 @@ async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict
         built.metadata["truncation_applied"] = True
 
     metadata = {
-        **state["context_metadata"],
         **built.metadata,
         "query_composition": state["query_composition"],
         "composition_confidence": state["composition_confidence"],

@@ -32,7 +32,6 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         total_tokens=generation.prompt_tokens + generation.completion_tokens,
     )
     metadata = {
-        **state["context_metadata"],
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": responder.model_name,
     }

@@ -14,28 +14,18 @@ time."""
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import ChatMessage, TurnState
+from app.graph.policy import tenant_policy
+from app.graph.state import ChatMessage, TurnState, turn_ids
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
 
 logger = logging.getLogger(__name__)
-
-
-async def tenant_policy(ctx: TurnContext, tenant_id: str) -> TenantPolicy:
-    """The tenant's policy; a transaction only when the process cache has none (or it aged)."""
-    tenant = uuid.UUID(tenant_id)
-    policy = ctx.policies.cached(tenant)
-    if policy is None:
-        async with ctx.transaction(tenant) as db:
-            policy = await ctx.policies.get(db, tenant)
-    return policy
 
 
 def _without_blocked_history(
@@ -73,7 +63,7 @@ async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
 
 
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    policy = await tenant_policy(runtime.context, state["tenant_id"])
+    policy = await tenant_policy(runtime.context, turn_ids(state).tenant)
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)
     newest = messages[-1]["content"] if messages else ""

@@ -3,7 +3,6 @@ client sent, without duplicates; and the turns the running summary does not cove
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from app.chat.repository import TurnRepository
 from app.graph.context import TurnContext
-from app.graph.state import ChatMessage, HistoryTurn, TurnState
+from app.graph.state import ChatMessage, HistoryTurn, TurnState, turn_ids
 from app.privacy.pii import anonymize
 
 MAX_FOLD_BATCH = 50
@@ -65,7 +64,8 @@ def split_window(
 
 async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
+    ids = turn_ids(state)
+    tenant, session = ids.tenant, ids.session
     async with ctx.transaction(tenant) as db:
         snapshot, source = await ctx.history.load(db, tenant, session)
         summarized = snapshot["summarized_turns"]

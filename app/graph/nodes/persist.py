@@ -6,7 +6,6 @@ reached the write is retried for `THREADLINE_DB_WRITE_RETRY_SECONDS`."""
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,13 +14,14 @@ from app.chat.history import HistorySnapshot
 from app.chat.repository import TurnRepository
 from app.core.db_outage import retry_through_outage
 from app.graph.context import TurnContext
-from app.graph.state import HistoryTurn, TurnState
+from app.graph.state import HistoryTurn, TurnState, turn_ids
 from app.privacy.pii import anonymize
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
+    ids = turn_ids(state)
+    tenant, session = ids.tenant, ids.session
     query = state["stored_query"]
     answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
     latency_ms = int((time.time() - state["started_at"]) * 1000)
@@ -34,7 +34,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     async def write() -> HistorySnapshot:
         async with ctx.transaction(tenant) as db:
             others = await TurnRepository(db, tenant).complete(
-                uuid.UUID(state["turn_id"]),
+                ids.turn,
                 session,
                 new_summary,
                 answer=answer,

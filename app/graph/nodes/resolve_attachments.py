@@ -18,14 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.chat.repository import SessionStateRepository
 from app.core.errors import AppError, NotFound, UnprocessableEntity
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.models import Attachment, SessionAttachment
 
 
 async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
-    user = uuid.UUID(state["user_id"])
+    ids = turn_ids(state)
+    tenant, session, user = ids.tenant, ids.session, ids.user
     requested = [uuid.UUID(a) for a in state["request_attachment_ids"]]
     active = [uuid.UUID(a) for a in state["session_attachment_ids"]]
     if requested:
@@ -35,10 +35,7 @@ async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -
     usable, unavailable = await _await_processing(ctx, tenant, active, set(requested))
     return {
         "active_attachment_ids": [str(a) for a in usable],
-        "context_metadata": {
-            **state["context_metadata"],
-            "attachments_unavailable": unavailable,
-        },
+        "context_metadata": {"attachments_unavailable": unavailable},
     }
 
 

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
-from app.graph.state import PassageData, TurnState
+from app.graph.state import PassageData, TurnState, turn_ids
 
 
 async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -22,7 +22,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     )
     passages: list[PassageData] = []
     if guess.composition != "chat" or state["is_follow_up"]:
-        tenant = uuid.UUID(state["tenant_id"])
+        tenant = turn_ids(state).tenant
         async with ctx.transaction(tenant) as db:
             found = await ctx.retriever.search(
                 db,
