@@ -18,14 +18,16 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import CurrentPrincipal, Principal
+from app.chat.events import DoneEvent
 from app.chat.idempotency import MAX_KEY_CHARS, Claim, fingerprint
 from app.chat.leases import TurnLeases
 from app.chat.repository import TurnRepository
-from app.chat.resume import Settle, check_resumable, parse_last_event_id, resumed_stream
 from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
 from app.chat.service import prepare_turn
-from app.chat.sse import SSE_HEADERS, Finisher, event_stream, format_event
+from app.chat.streaming.resume import Settle, check_resumable, parse_last_event_id, resumed_stream
+from app.chat.streaming.run import Finisher, event_stream
+from app.chat.streaming.sse import SSE_HEADERS, format_event
 from app.core.deps import DbSession, ResourcesDep
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable, error_responses
 from app.core.resources import Resources
@@ -288,7 +290,7 @@ async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
     yield format_event(1, "meta", meta)
     yield format_event(2, "token", {"text": response["answer"]})
     yield format_event(3, "sources", {"sources": response["sources"]})
-    yield format_event(4, "done", response)
+    yield format_event(4, "done", DoneEvent.replayed(response).data())
 
 
 @router.get(

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.chat.idempotency import IdempotencyStore
-from app.chat.sse import RunOutcome
-from app.chat.stream_buffer import StreamBuffer
-from app.chat.streams import StreamHub
+from app.chat.streaming.buffer import StreamBuffer
+from app.chat.streaming.hub import StreamHub
+from app.chat.streaming.run import RunOutcome
 from app.config import Settings
 from app.core.redis import RedisHandle
 from app.limits.limiter import UsageLimiter

@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 
 from app.auth.principal import Principal
 from app.chat.schemas import ChatRequest, chat_answer
-from app.chat.sse import RunOutcome
+from app.chat.streaming.run import RunOutcome
 from app.core.errors import ServiceUnavailable, UnprocessableEntity
 from app.core.redis import RedisHandle
 from app.privacy.marks import is_erased

@@ -22,10 +22,11 @@ from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.chat.events import DoneEvent, DoneExtras
 from app.chat.lease_repository import Orphan, TurnLeaseRepository
 from app.chat.repository import TurnRepository
 from app.chat.schemas import chat_answer
-from app.chat.stream_buffer import (
+from app.chat.streaming.buffer import (
     TERMINAL_EVENTS,
     BufferedEvent,
     StreamBuffer,
@@ -33,8 +34,8 @@ from app.chat.stream_buffer import (
     buffered_events,
 )
 from app.core.db import TENANT
+from app.graph.answer_check import check_answer
 from app.graph.context import TurnContext
-from app.graph.nodes.validate_output import check_answer
 from app.graph.state import SourceRef
 from app.llm.tokens import count_tokens
 from app.privacy.marks import is_erased
@@ -174,25 +175,16 @@ class OrphanFinisher:
         answer = checked.text if altered else partial
         completion = count_tokens(answer)
         latency_ms = int((time.time() - orphan.created_at.timestamp()) * 1000)
-        metadata = {"validation": checked.validation}
-        return {
-            "turn_id": str(orphan.turn_id),
-            "session_id": str(orphan.session_id),
-            "status": "incomplete",
-            "stopped": True,
-            "reason": reason,
-            "answer": answer,
-            "query_composition": recovered.meta.get("query_composition"),
-            "usage": {
-                "prompt_tokens": 0,
-                "completion_tokens": completion,
-                "total_tokens": completion,
-            },
-            "latency_ms": latency_ms,
-            "context_metadata": metadata,
-            "triage": None,
-            "validation": checked.validation,
-        }
+        return DoneEvent(
+            turn_id=orphan.turn_id,
+            session_id=orphan.session_id,
+            status="incomplete",
+            answer=answer,
+            query_composition=recovered.meta.get("query_composition"),
+            usage={"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion},
+            context_metadata={"validation": checked.validation},  # no triage record: None
+            extras=DoneExtras(stopped=True, reason=reason, latency_ms=latency_ms),
+        ).data()
 
     async def _end_buffer(self, turn_id: uuid.UUID, done: dict[str, Any]) -> None:
         try:

@@ -11,7 +11,7 @@ import pytest
 
 from app.auth.principal import Principal
 from app.chat.idempotency import Claim, IdempotencyStore, IdempotencyUnavailable
-from app.chat.stream_buffer import BufferedEvent, StreamBuffer
+from app.chat.streaming.buffer import BufferedEvent, StreamBuffer
 from app.config import Settings
 from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle, build_redis

@@ -20,9 +20,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from app.chat.runner import PreparedTurn, TurnEvent
-from app.chat.sse import Finisher, RunHandle
-from app.chat.stream_buffer import StreamBuffer
+from app.chat.events import TurnEvent
+from app.chat.runner import PreparedTurn
+from app.chat.streaming.buffer import StreamBuffer
+from app.chat.streaming.run import Finisher, RunHandle
 from app.core.process import process_id
 from app.core.redis import RedisHandle
 

@@ -23,9 +23,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from app.auth.principal import Principal
-from app.chat.sse import HEARTBEAT, format_event, retry_hint
-from app.chat.stream_buffer import TERMINAL_EVENTS
-from app.chat.streams import StreamHub
+from app.chat.streaming.buffer import TERMINAL_EVENTS
+from app.chat.streaming.hub import StreamHub
+from app.chat.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.core.errors import BadRequest, NotFound, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
