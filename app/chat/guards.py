@@ -17,12 +17,15 @@ from app.observability import metrics
 
 @dataclass
 class ChatGuards:
+    """The per-process services around chat turns: live runs, idempotency, limits."""
+
     streams: StreamHub
     idempotency: IdempotencyStore
     limiter: UsageLimiter
 
     @classmethod
     def build(cls, redis: RedisHandle, settings: Settings) -> ChatGuards:
+        """Build the guards over one Redis handle."""
         buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
         return cls(
             streams=StreamHub(redis, buffer),

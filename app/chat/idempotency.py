@@ -85,6 +85,7 @@ class Claim:
 
     @property
     def turn_id(self) -> uuid.UUID:
+        """The turn that holds (or held) the key."""
         return uuid.UUID(self.record["turn_id"])
 
 

@@ -77,6 +77,8 @@ class Orphan:
 
 @dataclass(frozen=True)
 class Lease:
+    """A turn's lease, and what a stream needs to end a finished turn."""
+
     status: str
     owner: str | None
     expired: bool

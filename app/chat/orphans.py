@@ -55,6 +55,7 @@ class Recovered:
 
 
 def recover(events: list[BufferedEvent]) -> Recovered:
+    """What the buffered events of a dead producer hold: partial answer, meta, sources, end."""
     partial: list[str] = []
     meta: dict[str, Any] = {}
     sources: list[dict[str, Any]] = []

@@ -60,6 +60,8 @@ class TurnSpend:
 
 @dataclass(frozen=True)
 class PreparedTurn:
+    """An admitted turn, ready to run: who, where, what was asked."""
+
     tenant_id: uuid.UUID
     user_id: uuid.UUID
     session_id: uuid.UUID
@@ -96,6 +98,7 @@ def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sources as the client sees them: snippets, rounded scores, whether cited."""
     from app.graph.budget import snippet
 
     cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
@@ -115,6 +118,8 @@ def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class TurnRunner:
+    """Runs turns through the compiled graph and turns their progress into events."""
+
     def __init__(
         self, graph: TurnGraph, context: TurnContext, tracing: Tracing | None = None
     ) -> None:

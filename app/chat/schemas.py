@@ -26,6 +26,8 @@ _ONE_CONVERSATION: list[JsonValue] = [
 
 
 class MessageIn(BaseModel):
+    """One message of a client-sent conversation."""
+
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant", "system"]
@@ -57,6 +59,7 @@ class ChatRequest(BaseModel):
         return self
 
     def conversation(self) -> list[ChatMessage]:
+        """The request as the graph's messages."""
         if self.message is not None:
             return [ChatMessage(role="user", content=self.message)]
         assert self.messages is not None
@@ -64,6 +67,8 @@ class ChatRequest(BaseModel):
 
 
 class SourceOut(BaseModel):
+    """A cited source as the client sees it (a snippet, not the passage)."""
+
     n: int
     id: str
     kind: Literal["kb", "attachment", "faq"]
@@ -75,12 +80,16 @@ class SourceOut(BaseModel):
 
 
 class UsageOut(BaseModel):
+    """The turn's token usage."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
 
 
 class ChatResponse(BaseModel):
+    """A `/chat` answer (also what an idempotent retry gets back)."""
+
     session_id: uuid.UUID
     turn_id: uuid.UUID
     status: str
@@ -100,6 +109,8 @@ class ChatResponse(BaseModel):
 
 
 class StopResponse(BaseModel):
+    """What a stop request did."""
+
     turn_id: uuid.UUID
     status: Literal["stopping", "stopped"]
     """`stopping` (202): the running process ends it; `stopped` (200): no process received

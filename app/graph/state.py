@@ -71,6 +71,9 @@ class Usage(TypedDict):
 
 class TurnState(TypedDict):
     # --- request (set by the caller) ------------------------------------------------------
+
+    """The graph's state: one turn's request, working data and outcome."""
+
     tenant_id: str
     user_id: str
     session_id: str
@@ -146,6 +149,7 @@ def initial_state(
     started_at: float,
     stream_tokens: bool = True,
 ) -> TurnState:
+    """The complete state a turn starts from."""
     return TurnState(
         tenant_id=tenant_id,
         user_id=user_id,
@@ -210,6 +214,7 @@ def turn_ids(state: TurnState) -> TurnIds:
 
 
 def new_triage() -> dict[str, Any]:
+    """The triage record before any step decided."""
     return {"route": "llm", "skip_llm": False, "log": [], "answer": None}
 
 

@@ -64,6 +64,7 @@ Settle = Callable[[], Awaitable[bool]]
 
 
 def parse_last_event_id(raw: str | None) -> int:
+    """The `Last-Event-ID` header as an event id (0: from the start); 400 when invalid."""
     if raw is None or raw.strip() == "":
         return 0
     try:

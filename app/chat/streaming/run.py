@@ -158,6 +158,7 @@ class RunHandle:
 
     @property
     def finished(self) -> bool:
+        """Whether the run is over (or its outcome known)."""
         return self.task.done() or self.outcome.terminal is not None
 
     async def next(self, wait_seconds: float | None = None) -> tuple[int, TurnEvent] | None:
@@ -165,6 +166,7 @@ class RunHandle:
         return await asyncio.wait_for(self.queue.get(), wait_seconds)
 
     def cancel(self) -> None:
+        """Cancel the run (it stores the turn incomplete)."""
         if not self.task.done():
             self.task.cancel()  # it finishes on its own (the turn is marked incomplete)
 

@@ -66,6 +66,7 @@ def wants_tools(state: TurnState) -> bool:
 
 
 async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """One model call of the tool-calling loop: tool calls, or the answer."""
     ctx = runtime.context
     model = tool_model(ctx.responder)
     assert model is not None  # the graph routes here only for tool-calling providers
@@ -163,6 +164,7 @@ def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk)
 
 
 async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Run the tool calls the model asked for; their results fit the remaining budget."""
     ctx = runtime.context
     messages = messages_from_dict(state["agent_messages"])
     asked = messages[-1]

@@ -18,6 +18,7 @@ TRIAGE_MODEL = "triage"
 
 
 async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Answer with what triage or the input guardrail decided, without the model."""
     triage = state["triage"]
     faq = triage.get("faq")
     answer = str(triage["answer"])

@@ -32,6 +32,7 @@ async def _fold(ctx: TurnContext, previous: str, turns: list[HistoryTurn]) -> tu
 
 
 async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Fit history, summary and passages into the prompt's token budget."""
     ctx = runtime.context
     settings = BudgetSettings(
         base=ctx.settings.context_base_tokens,

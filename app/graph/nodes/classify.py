@@ -30,6 +30,7 @@ async def _rewrite(ctx: TurnContext, state: TurnState) -> tuple[str, str]:
 
 
 async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Detect a follow-up (rewrite it standalone) and guess the query's composition."""
     ctx = runtime.context
     tenant = turn_ids(state).tenant
     async with ctx.transaction(tenant) as db:

@@ -16,6 +16,7 @@ from app.llm.responder import Generation
 
 
 async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """The model's answer (streamed when the client watches)."""
     responder = runtime.context.responder
     generation = Generation()
     arguments = (state["prompt"], state["sources"], state["history"], state["query"], generation)

@@ -63,6 +63,7 @@ async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
 
 
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Check the messages against the tenant's input policy."""
     policy = await tenant_policy(runtime.context, turn_ids(state).tenant)
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)

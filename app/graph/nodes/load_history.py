@@ -63,6 +63,7 @@ def split_window(
 
 
 async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Load the session's history window and the turns the summary does not cover."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session

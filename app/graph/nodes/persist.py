@@ -19,6 +19,7 @@ from app.privacy.pii import anonymize
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Complete the turn's row and refresh the session's cached history."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session

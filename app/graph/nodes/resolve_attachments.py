@@ -23,6 +23,7 @@ from app.models import Attachment, SessionAttachment
 
 
 async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Link the requested attachments and wait for the active ones to be ready."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session, user = ids.tenant, ids.session, ids.user
@@ -109,4 +110,6 @@ async def _await_processing(
 
 
 class AttachmentNotReady(AppError):
+    """An attachment still processing when the turn could not wait longer."""
+
     status_code, code, message = 409, "attachment_not_ready", "The attachment is not ready."

@@ -14,6 +14,7 @@ from app.graph.state import PassageData, TurnState, turn_ids
 
 
 async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Hybrid retrieval of the passages for the (reformulated) query."""
     ctx = runtime.context
     guess = CompositionGuess(
         state["query_composition"],

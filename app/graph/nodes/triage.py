@@ -76,6 +76,7 @@ def _intent(state: TurnState, policy: TenantPolicy, triage: dict[str, Any], rout
 
 
 async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Run the triage steps that may answer without the model."""
     ctx = runtime.context
     policy = await tenant_policy(ctx, turn_ids(state).tenant)
     decided = dict(state["triage"])

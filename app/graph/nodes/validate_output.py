@@ -15,6 +15,7 @@ from app.graph.state import TurnState, public_triage
 
 
 async def validate_output(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Check the generated answer; keep the checked one."""
     checked = check_answer(
         state["answer"], state["query"], state["sources"], runtime.context.settings
     )
