@@ -101,7 +101,7 @@ async def build_resources(settings: Settings) -> Resources:
         jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
-    finisher = OrphanFinisher(context, guards.streams.buffer, settings.idempotency_ttl_seconds)
+    finisher = OrphanFinisher(context, guards.streams.buffer, guards.idempotency)
     guards.streams.leases = TurnLeases(context, finisher, guards.streams.running)
     guards.streams.leases.start()
     return Resources(

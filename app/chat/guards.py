@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.chat.idempotency import IdempotencyStore
-from app.chat.sse import RunOutcome
-from app.chat.stream_buffer import StreamBuffer
-from app.chat.streams import StreamHub
+from app.chat.streaming.buffer import StreamBuffer
+from app.chat.streaming.hub import StreamHub
+from app.chat.streaming.run import RunOutcome
 from app.config import Settings
 from app.core.redis import RedisHandle
 from app.limits.limiter import UsageLimiter
@@ -17,12 +17,15 @@ from app.observability import metrics
 
 @dataclass
 class ChatGuards:
+    """The per-process services around chat turns: live runs, idempotency, limits."""
+
     streams: StreamHub
     idempotency: IdempotencyStore
     limiter: UsageLimiter
 
     @classmethod
     def build(cls, redis: RedisHandle, settings: Settings) -> ChatGuards:
+        """Build the guards over one Redis handle."""
         buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
         return cls(
             streams=StreamHub(redis, buffer),

@@ -31,9 +31,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from app.auth.principal import Principal
 from app.chat.schemas import ChatRequest, chat_answer
-from app.chat.sse import RunOutcome
+from app.chat.streaming.run import Finisher, RunOutcome
 from app.core.errors import ServiceUnavailable, UnprocessableEntity
 from app.core.redis import RedisHandle
 from app.privacy.marks import is_erased
@@ -52,6 +51,14 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# Store a finished orphan's answer under its key unless a newer request has claimed the key
+# since (its record names another turn).
+_RECORD_ANSWER = """
+local current = redis.call('GET', KEYS[1])
+if current and not string.find(current, ARGV[1], 1, true) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
 
 TurnExists = Callable[[uuid.UUID], Awaitable[bool]]
 
@@ -69,6 +76,8 @@ class IdempotencyUnavailable(ServiceUnavailable):
 
 @dataclass(frozen=True)
 class Claim:
+    """A request's hold on its key: won (it runs the turn) or the holder's record."""
+
     key: str
     won: bool
     record: dict[str, Any]
@@ -76,14 +85,19 @@ class Claim:
 
     @property
     def turn_id(self) -> uuid.UUID:
+        """The turn that holds (or held) the key."""
         return uuid.UUID(self.record["turn_id"])
 
 
 def fingerprint(endpoint: str, body: ChatRequest) -> str:
+    """What identifies a request's body: a retry with the same key must send the same."""
     return hashlib.sha256(f"{endpoint}\n{body.model_dump_json()}".encode()).hexdigest()
 
 
 class IdempotencyStore:
+    """The Idempotency-Key records in Redis (see the module docstring): the only code that
+    reads or writes their keys."""
+
     def __init__(self, redis: RedisHandle, ttl_seconds: int, running_ttl_seconds: int) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
@@ -91,14 +105,17 @@ class IdempotencyStore:
         # the key lives a little longer than a model call may take.
         self.running_ttl = min(running_ttl_seconds, ttl_seconds)
         self._release = redis.client.register_script(_RELEASE)
+        self._record_answer = redis.client.register_script(_RECORD_ANSWER)
 
-    def key(self, principal: Principal, raw_key: str) -> str:
+    def key(self, tenant_id: uuid.UUID, user_id: uuid.UUID, raw_key: str) -> str:
+        """The Redis key of a user's Idempotency-Key."""
         digest = hashlib.sha256(raw_key.encode()).hexdigest()
-        return self.redis.key("idem", principal.tenant_id, principal.user_id, digest)
+        return self.redis.key("idem", tenant_id, user_id, digest)
 
     async def claim(
         self,
-        principal: Principal,
+        tenant_id: uuid.UUID,
+        user_id: uuid.UUID,
         raw_key: str,
         print_: str,
         turn_id: uuid.UUID,
@@ -116,7 +133,7 @@ class IdempotencyStore:
                 f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters.",
                 code="invalid_idempotency_key",
             )
-        key = self.key(principal, raw_key)
+        key = self.key(tenant_id, user_id, raw_key)
         mine = {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
         try:
             claim = await self._claim(key, mine, turn_exists)
@@ -180,7 +197,36 @@ class IdempotencyStore:
             await asyncio.sleep(_POLL_SECONDS)
         return None
 
-    def finisher(self, claim: Claim) -> Any:
+    @staticmethod
+    def reference(claim: Claim) -> str:
+        """What the turn's row keeps of its claim (the key and the request's fingerprint): whoever
+        finishes the turn if its process dies records the answer under the key
+        (`record_orphan_answer`, app/chat/orphans.py)."""
+        return f"{claim.key}\n{claim.record['fingerprint']}"
+
+    async def record_orphan_answer(
+        self, reference: str, user_id: uuid.UUID, turn_id: uuid.UUID, response: dict[str, Any]
+    ) -> None:
+        """Store the answer of an orphaned turn (finished by another process) under the key
+        its row references, so a retry replays it instead of running the turn again. The
+        claim may have expired meanwhile: the record is rebuilt; a newer claim of the key
+        (for another turn) is left alone. Nothing for an erased user."""
+        if await is_erased(self.redis, user_id):
+            return
+        key, _, print_ = reference.partition("\n")
+        record = {
+            "fingerprint": print_,
+            "turn_id": str(turn_id),
+            "state": "done",
+            "response": response,
+        }
+        await self._record_answer(
+            keys=[key], args=[str(turn_id), json.dumps(record, default=str), str(self.ttl)]
+        )
+
+    def finisher(self, claim: Claim) -> Finisher:
+        """The run's finisher that stores its answer under the key (or releases the key)."""
+
         async def finish(outcome: RunOutcome) -> None:
             terminal = outcome.terminal
             erased = await is_erased(self.redis, outcome.turn.user_id)

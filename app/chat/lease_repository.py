@@ -77,6 +77,8 @@ class Orphan:
 
 @dataclass(frozen=True)
 class Lease:
+    """A turn's lease, and what a stream needs to end a finished turn."""
+
     status: str
     owner: str | None
     expired: bool
@@ -131,10 +133,10 @@ class TurnLeaseRepository(TenantRepository[QueryHistory]):
         )
 
 
-async def expired_leases(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+async def expired_leases(db: AsyncSession, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """(tenant, turn) of pending turns whose lease has expired, every tenant's, oldest
     first: through the maintenance door (migration 0018), closed again at once."""
-    await session.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
-    rows = (await session.execute(_EXPIRED, {"limit": limit})).all()
-    await session.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
+    await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
+    rows = (await db.execute(_EXPIRED, {"limit": limit})).all()
+    await db.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
     return [(row.tenant_id, row.id) for row in rows]

@@ -28,6 +28,8 @@ SWEEP_BATCH = 100
 
 
 class TurnLeases:
+    """The leases of this process's running turns: renewal, the orphan sweep, settling."""
+
     def __init__(
         self,
         context: TurnContext,
@@ -51,10 +53,12 @@ class TurnLeases:
         )
 
     def start(self) -> None:
+        """Start the renewal and sweep timers."""
         for timer in self._timers:
             timer.start()
 
     async def stop(self) -> None:
+        """Stop the timers (at shutdown)."""
         for timer in self._timers:
             await timer.stop()
 
@@ -93,6 +97,7 @@ class TurnLeases:
         return finished
 
     async def lease(self, tenant_id: uuid.UUID, turn_id: uuid.UUID) -> Lease | None:
+        """The turn's lease as stored, or None for an unknown turn."""
         async with self.context.transaction(tenant_id) as db:
             return await TurnLeaseRepository(db, tenant_id).lease(turn_id)
 

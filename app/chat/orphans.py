@@ -11,7 +11,6 @@ never runs the turn a second time; the session's cached history is refreshed.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -22,9 +21,11 @@ from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.chat.events import DoneEvent, DoneExtras
+from app.chat.idempotency import IdempotencyStore
 from app.chat.lease_repository import Orphan, TurnLeaseRepository
 from app.chat.schemas import chat_answer
-from app.chat.stream_buffer import (
+from app.chat.streaming.buffer import (
     TERMINAL_EVENTS,
     BufferedEvent,
     StreamBuffer,
@@ -32,24 +33,14 @@ from app.chat.stream_buffer import (
     buffered_events,
 )
 from app.core.db import TENANT
+from app.graph.answer_check import check_answer
 from app.graph.context import TurnContext
-from app.graph.nodes.validate_output import check_answer
 from app.llm.tokens import count_tokens
-from app.privacy.marks import is_erased
 from app.privacy.pii import anonymize
 from app.turns.repository import TurnRepository
 from app.turns.types import SourceRef
 
 logger = logging.getLogger(__name__)
-
-# Store the finished orphan's answer under its idempotency key unless a newer request has
-# claimed the key since (its record names another turn).
-_RECORD_ANSWER = """
-local current = redis.call('GET', KEYS[1])
-if current and not string.find(current, ARGV[1], 1, true) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -64,6 +55,7 @@ class Recovered:
 
 
 def recover(events: list[BufferedEvent]) -> Recovered:
+    """What the buffered events of a dead producer hold: partial answer, meta, sources, end."""
     partial: list[str] = []
     meta: dict[str, Any] = {}
     sources: list[dict[str, Any]] = []
@@ -84,10 +76,10 @@ def recover(events: list[BufferedEvent]) -> Recovered:
 async def _transaction(
     sessionmaker: async_sessionmaker[AsyncSession], tenant_id: uuid.UUID
 ) -> AsyncIterator[AsyncSession]:
-    async with sessionmaker() as session:
-        session.info[TENANT] = tenant_id
-        async with session.begin():
-            yield session
+    async with sessionmaker() as db:
+        db.info[TENANT] = tenant_id
+        async with db.begin():
+            yield db
 
 
 class OrphanFinisher:
@@ -97,11 +89,11 @@ class OrphanFinisher:
         self,
         context: TurnContext,
         buffer: StreamBuffer,
-        idempotency_ttl_seconds: int,
+        idempotency: IdempotencyStore,
     ) -> None:
         self.context = context
         self.buffer = buffer
-        self.idempotency_ttl = idempotency_ttl_seconds
+        self.idempotency = idempotency
 
     async def finish(
         self,
@@ -174,25 +166,16 @@ class OrphanFinisher:
         answer = checked.text if altered else partial
         completion = count_tokens(answer)
         latency_ms = int((time.time() - orphan.created_at.timestamp()) * 1000)
-        metadata = {"validation": checked.validation}
-        return {
-            "turn_id": str(orphan.turn_id),
-            "session_id": str(orphan.session_id),
-            "status": "incomplete",
-            "stopped": True,
-            "reason": reason,
-            "answer": answer,
-            "query_composition": recovered.meta.get("query_composition"),
-            "usage": {
-                "prompt_tokens": 0,
-                "completion_tokens": completion,
-                "total_tokens": completion,
-            },
-            "latency_ms": latency_ms,
-            "context_metadata": metadata,
-            "triage": None,
-            "validation": checked.validation,
-        }
+        return DoneEvent(
+            turn_id=orphan.turn_id,
+            session_id=orphan.session_id,
+            status="incomplete",
+            answer=answer,
+            query_composition=recovered.meta.get("query_composition"),
+            usage={"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion},
+            context_metadata={"validation": checked.validation},  # no triage record: None
+            extras=DoneExtras(stopped=True, reason=reason, latency_ms=latency_ms),
+        ).data()
 
     async def _end_buffer(self, turn_id: uuid.UUID, done: dict[str, Any]) -> None:
         try:
@@ -205,26 +188,10 @@ class OrphanFinisher:
     ) -> None:
         if orphan.idempotency_key is None:
             return
-        key, _, print_ = orphan.idempotency_key.partition("\n")
-        redis = self.buffer.redis
+        response = chat_answer(orphan.session_id, orphan.turn_id, done, sources)
         try:
-            if await is_erased(redis, orphan.user_id):
-                return
-            # The claim may have expired meanwhile: the record is rebuilt from the turn, so a
-            # later retry with the key replays this answer instead of running the turn again.
-            record = {
-                "fingerprint": print_,
-                "turn_id": str(orphan.turn_id),
-                "state": "done",
-                "response": chat_answer(orphan.session_id, orphan.turn_id, done, sources),
-            }
-            await redis.client.eval(
-                _RECORD_ANSWER,
-                1,
-                key,
-                str(orphan.turn_id),
-                json.dumps(record, default=str),
-                str(self.idempotency_ttl),
+            await self.idempotency.record_orphan_answer(
+                orphan.idempotency_key, orphan.user_id, orphan.turn_id, response
             )
         except Exception:
             logger.warning("could not record an orphaned turn's answer", exc_info=True)

@@ -25,14 +25,14 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
+from app.chat.events import DoneEvent, DoneExtras, TurnEvent
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
+from app.graph.answer_check import check_answer
 from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
-from app.graph.nodes.answer_early import public_triage
-from app.graph.nodes.validate_output import check_answer
-from app.graph.state import initial_state
+from app.graph.state import initial_state, public_triage
 from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
@@ -61,6 +61,8 @@ class TurnSpend:
 
 @dataclass(frozen=True)
 class PreparedTurn:
+    """An admitted turn, ready to run: who, where, what was asked."""
+
     tenant_id: uuid.UUID
     user_id: uuid.UUID
     session_id: uuid.UUID
@@ -76,13 +78,6 @@ class PreparedTurn:
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
     `validation`, for the stopped stream's `done` event."""
     spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
-
-
-@dataclass(frozen=True)
-class TurnEvent:
-    name: str
-    data: dict[str, Any]
-    status_code: int = 200
 
 
 @dataclass
@@ -104,6 +99,7 @@ def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sources as the client sees them: snippets, rounded scores, whether cited."""
     from app.core.text import snippet
 
     cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
@@ -123,6 +119,8 @@ def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class TurnRunner:
+    """Runs turns through the compiled graph and turns their progress into events."""
+
     def __init__(
         self, graph: TurnGraph, context: TurnContext, tracing: Tracing | None = None
     ) -> None:
@@ -176,17 +174,11 @@ class TurnRunner:
                     yield TurnEvent("token", {"text": chunk["token"]})
                     continue
                 for node, update in chunk.items():
-                    if node != "persist":  # persist returns only part of the metadata
-                        progress.state.update(update or {})
-                        if (update or {}).get("prompt"):
-                            turn.spend.prompt_tokens = sum(
-                                count_tokens(m["content"]) for m in update["prompt"]
-                            )
-                    else:
-                        progress.state["context_metadata"] = {
-                            **progress.state.get("context_metadata", {}),
-                            **update["context_metadata"],
-                        }
+                    _apply(progress.state, update or {})
+                    if (update or {}).get("prompt"):
+                        turn.spend.prompt_tokens = sum(
+                            count_tokens(m["content"]) for m in update["prompt"]
+                        )
                     event = self._event_after(node, turn, progress)
                     if event is not None:
                         stored = stored or event.name == "done"
@@ -233,24 +225,21 @@ class TurnRunner:
             return TurnEvent("sources", {"sources": public_sources(state)})
         if node == "persist":
             metadata = public_metadata(state["context_metadata"])
-            return TurnEvent(
-                "done",
-                {
-                    "turn_id": str(turn.turn_id),
-                    "session_id": str(turn.session_id),
-                    "status": "complete",
-                    "answer": state["answer"],
-                    "query_composition": state["query_composition"],
-                    "usage": state["usage"],
-                    "model": state["model"],
-                    "latency_ms": metadata.get("latency_ms"),
-                    "context_metadata": metadata,
-                    "triage": metadata.get("triage"),
-                    "validation": metadata.get("validation"),
-                    "node_ms": progress.node_ms,
-                    "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
-                },
-            )
+            return DoneEvent(
+                turn_id=turn.turn_id,
+                session_id=turn.session_id,
+                status="complete",
+                answer=state["answer"],
+                query_composition=state["query_composition"],
+                usage=state["usage"],
+                context_metadata=metadata,
+                extras=DoneExtras(
+                    model=state["model"],
+                    latency_ms=metadata.get("latency_ms"),
+                    node_ms=progress.node_ms,
+                    turn_ms=round((time.time() - turn.started_at) * 1000, 3),
+                ),
+            ).event()
         return None
 
     async def _finish_in_background(
@@ -315,6 +304,15 @@ class TurnRunner:
                 await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
         except Exception:
             logger.exception("could not record the end of turn", extra={"turn": str(turn.turn_id)})
+
+
+def _apply(state: dict[str, Any], update: dict[str, Any]) -> None:
+    """A node's update, applied as the graph applies it: its context_metadata merged in."""
+    metadata = update.get("context_metadata")
+    before = state.get("context_metadata", {})
+    state.update(update)
+    if metadata is not None:
+        state["context_metadata"] = {**before, **metadata}
 
 
 def _error_code(error: BaseException) -> str:

@@ -26,7 +26,7 @@ _ONE_CONVERSATION: list[JsonValue] = [
 
 
 class MessageIn(BaseModel):
-    """One message of a conversation sent by the client."""
+    """One message of a client-sent conversation."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -59,7 +59,7 @@ class ChatRequest(BaseModel):
         return self
 
     def conversation(self) -> list[ChatMessage]:
-        """The request's conversation as chat messages, whichever form it was sent in."""
+        """The request as the graph's messages."""
         if self.message is not None:
             return [ChatMessage(role="user", content=self.message)]
         assert self.messages is not None
@@ -67,7 +67,7 @@ class ChatRequest(BaseModel):
 
 
 class SourceOut(BaseModel):
-    """A passage the answer drew on, numbered as cited in the answer."""
+    """A cited source as the client sees it (a snippet, not the passage)."""
 
     n: int
     id: str
@@ -80,7 +80,7 @@ class SourceOut(BaseModel):
 
 
 class UsageOut(BaseModel):
-    """Tokens the model used for the turn."""
+    """The turn's token usage."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -88,7 +88,7 @@ class UsageOut(BaseModel):
 
 
 class ChatResponse(BaseModel):
-    """The answer to a non-streaming `/chat` call: the finished turn and its sources."""
+    """A `/chat` answer (also what an idempotent retry gets back)."""
 
     session_id: uuid.UUID
     turn_id: uuid.UUID
@@ -109,7 +109,7 @@ class ChatResponse(BaseModel):
 
 
 class StopResponse(BaseModel):
-    """The result of asking a running turn to stop."""
+    """What a stop request did."""
 
     turn_id: uuid.UUID
     status: Literal["stopping", "stopped"]

@@ -1,78 +1,290 @@
-"""Admits a turn for the runner: the session must be the caller's (checked before any
-checkpoint of the thread is read), and the turn is recorded `pending` in the request's own
-transaction, so a disconnect or a failure later leaves it marked incomplete or failed, never a
-silent gap. A request naming an attachment that is not the caller's is refused before that:
-a 404 stores nothing."""
+"""A chat turn's lifecycle behind the endpoints: the idempotency claim, admission, the run,
+the replay of a retried request, resume and stop.
+
+The service owns its transactions: each step that reads or writes the database (the claim's
+check that a replayed turn still exists, admission, the stop's look-up) runs in a short
+transaction of its own, committed when the step ends. No pooled connection is held while a
+turn runs or while a retry waits for the first request's answer: the pipeline uses its own
+transactions too.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 from app.auth.principal import Principal
-from app.chat.runner import PreparedTurn
-from app.chat.schemas import ChatRequest
+from app.chat import admission
+from app.chat.events import DoneEvent
+from app.chat.guards import ChatGuards
+from app.chat.idempotency import Claim, IdempotencyStore, fingerprint
+from app.chat.leases import TurnLeases
+from app.chat.runner import PreparedTurn, TurnRunner
+from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
+from app.chat.streaming.resume import Settle, check_resumable, resumed_stream
+from app.chat.streaming.run import Finisher, event_stream
+from app.chat.streaming.sse import format_event
 from app.config import Settings
-from app.core.errors import NotFound
-from app.models import Attachment
-from app.privacy.pii import anonymize
+from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.observability import metrics
 from app.turns.repository import TurnRepository
 
-
-async def prepare_turn(
-    session: AsyncSession,
-    principal: Principal,
-    body: ChatRequest,
-    settings: Settings,
-    turn_id: uuid.UUID,
-    idempotency_key: str | None = None,
-) -> PreparedTurn:
-    messages = body.conversation()
-    query = messages[-1]["content"]
-    requested = list(dict.fromkeys(body.attachment_ids))
-    await _require_own_attachments(session, principal, requested)
-    stored_query = anonymize(query).text if settings.pii_anonymize else query
-    active = await TurnRepository(session, principal.tenant_id).admit(
-        turn_id=turn_id,
-        session_id=body.session_id,
-        user_id=principal.user_id,
-        user_query=stored_query,
-        attachment_ids=requested,
-        lease_seconds=settings.turn_lease_seconds,
-        idempotency_key=idempotency_key,
-    )
-    if active is None:  # unknown and foreign alike
-        raise NotFound("No such session.", code="session_not_found")
-    return PreparedTurn(
-        tenant_id=principal.tenant_id,
-        user_id=principal.user_id,
-        session_id=body.session_id,
-        turn_id=turn_id,
-        messages=messages,
-        attachment_ids=requested,
-        session_attachment_ids=active,
-        stored_query=stored_query,
-    )
+_JOIN_ATTEMPTS = 100
 
 
-async def _require_own_attachments(
-    session: AsyncSession, principal: Principal, requested: list[uuid.UUID]
-) -> None:
-    """404 for the first requested attachment that is not the caller's (unknown and foreign
-    alike). The graph checks again when it links them: this check keeps the turn unstored."""
-    if not requested:
-        return
-    owned = set(
-        await session.scalars(
-            select(Attachment.id).where(
-                Attachment.tenant_id == principal.tenant_id,
-                Attachment.user_id == principal.user_id,
-                Attachment.id.in_(requested),
-            )
+@dataclass(frozen=True)
+class StartedStream:
+    """A stream to send: its turn (for the `X-Turn-Id` header) and its encoded events."""
+
+    turn_id: uuid.UUID
+    events: AsyncIterator[bytes]
+
+
+class ChatService:
+    """The chat endpoints' one entry point each: `answer`, `stream`, `resume`, `stop`."""
+
+    def __init__(self, settings: Settings, guards: ChatGuards, runner: TurnRunner) -> None:
+        self.settings = settings
+        self.guards = guards
+        self.runner = runner
+
+    async def answer(
+        self, principal: Principal, body: ChatRequest, key: str | None
+    ) -> ChatResponse:
+        """One turn, answered once complete (or the first answer, for a retry with `key`)."""
+        turn_id = uuid.uuid4()
+        claim = await self._claim(principal, key, "/chat", body, turn_id)
+        if claim is not None and not claim.won:
+            # A retry may wait a whole model call for the first answer: it holds no pooled
+            # connection meanwhile, or a burst of retries starves the pool.
+            return await self._stored_answer(principal, claim)
+        turn = await self._admit(principal, body, claim, turn_id)
+        run = self.guards.streams.start(
+            turn,
+            self.runner.run(turn, stream_tokens=False),
+            buffered=False,
+            finishers=self._finishers(claim),
         )
-    )
-    missing = [a for a in requested if a not in owned]
-    if missing:
-        raise NotFound(f"No such attachment: {missing[0]}.", code="attachment_not_found")
+        done: dict[str, Any] | None = None
+        sources: list[dict[str, Any]] = []
+        try:
+            while done is None and (item := await run.next()) is not None:
+                _, event = item
+                if event.name == "error":
+                    raise AppError.of(event.status_code, event.data["code"], event.data["message"])
+                if event.name == "sources":
+                    sources = event.data["sources"]
+                if event.name == "done":
+                    done = event.data
+        finally:
+            if not run.finished:
+                run.cancel()  # the client went away
+        if done is None:
+            raise AppError("The turn ended without an answer.")
+        # The quota and the idempotency record are written before the answer leaves, so the
+        # client's next request sees them; the graph's checkpoint write goes on meanwhile, as
+        # it does after a stream's `done`.
+        await asyncio.shield(run.settled())
+        answer = chat_answer(turn.session_id, turn.turn_id, done, sources)
+        return ChatResponse.model_validate(answer)
+
+    async def stream(
+        self, principal: Principal, body: ChatRequest, key: str | None
+    ) -> StartedStream:
+        """One turn, as Server-Sent Events (or the first request's, for a retry with `key`).
+        Admission errors raise here, before the stream starts; later ones are `error` events."""
+        turn_id = uuid.uuid4()
+        claim = await self._claim(principal, key, "/chat/stream", body, turn_id)
+        if claim is not None and not claim.won:
+            metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
+            return StartedStream(claim.turn_id, await self._joined_stream(principal, claim))
+        turn = await self._admit(principal, body, claim, turn_id)
+        run = self.guards.streams.start(
+            turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
+        )
+        metrics.STREAMS_STARTED.labels(kind="new").inc()
+        settings = self.settings
+        events = event_stream(
+            run,
+            settings.sse_heartbeat_seconds,
+            settings.sse_resume_grace_seconds,
+            settings.sse_retry_ms,
+        )
+        return StartedStream(turn.turn_id, _counted(events))
+
+    async def resume(
+        self, principal: Principal, turn_id: uuid.UUID, after: int
+    ) -> AsyncIterator[bytes]:
+        """The caller's stream after event `after`, then its live rest (404 when the stream
+        is not the caller's or no longer buffered)."""
+        await check_resumable(self.guards.streams, principal, turn_id)
+        metrics.STREAMS_STARTED.labels(kind="resumed").inc()
+        return _counted(self._follow(principal, turn_id, after))
+
+    async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
+        """Stop a running turn wherever it runs (`stopping`), or finish it here when the
+        process running it is gone (`stopped`)."""
+        async with self.runner.context.transaction(principal.tenant_id) as db:
+            turn = await TurnRepository(db, principal.tenant_id).get(turn_id)
+        if turn is None or turn.user_id != principal.user_id:
+            raise NotFound("Turn not found.")
+        if turn.status != "pending":
+            raise Conflict("The turn is not running.", code="turn_not_running")
+        hub = self.guards.streams
+        finisher = self._leases().finisher
+        # Not running here, and its owner stopped renewing the lease: nobody runs the turn.
+        if turn_id not in hub.runs and await finisher.finish(
+            principal.tenant_id, turn_id, reason="run_lost"
+        ):
+            return StopResponse(turn_id=turn_id, status="stopped")
+        try:
+            reached = await hub.stop(turn_id, turn.lease_owner)
+        except Exception:
+            raise ServiceUnavailable(
+                "The stop could not reach the process running this turn.", code="stop_unavailable"
+            ) from None
+        if reached:
+            return StopResponse(turn_id=turn_id, status="stopping")
+        # Its owner does not listen (it died): finish the turn now, whatever its lease says.
+        await finisher.finish(principal.tenant_id, turn_id, force=True, reason="run_lost")
+        return StopResponse(turn_id=turn_id, status="stopped")
+
+    async def _claim(
+        self,
+        principal: Principal,
+        key: str | None,
+        endpoint: str,
+        body: ChatRequest,
+        turn_id: uuid.UUID,
+    ) -> Claim | None:
+        """Claimed before anything is written: a retry that loses the claim leaves no row."""
+        if key is None:
+            return None
+        tenant_id = principal.tenant_id
+
+        async def turn_exists(claimed: uuid.UUID) -> bool:
+            # A stored answer is replayed only while its turn exists (not after the session's
+            # deletion or the user's erasure).
+            async with self.runner.context.transaction(tenant_id) as db:
+                return await TurnRepository(db, tenant_id).get(claimed) is not None
+
+        return await self.guards.idempotency.claim(
+            tenant_id, principal.user_id, key, fingerprint(endpoint, body), turn_id, turn_exists
+        )
+
+    async def _admit(
+        self, principal: Principal, body: ChatRequest, claim: Claim | None, turn_id: uuid.UUID
+    ) -> PreparedTurn:
+        """Rate limits and quotas (before the model is called), then the turn is recorded in
+        the admission's own transaction, committed before the run starts; a refused turn (or
+        any failure here) releases its idempotency claim."""
+        limiter = self.guards.limiter
+        tenant_id = principal.tenant_id
+        try:
+            async with self.runner.context.transaction(tenant_id) as db:
+                limits = await limiter.limits_for(db, tenant_id)
+                await limiter.admit(tenant_id, principal.user_id, limits)
+                # The claim's key and fingerprint go with the turn: whoever finishes it if its
+                # process dies stores the answer under the key (app/chat/orphans.py).
+                reference = None if claim is None else IdempotencyStore.reference(claim)
+                return await admission.prepare_turn(
+                    db, principal, body, self.settings, turn_id, idempotency_key=reference
+                )
+        except BaseException:
+            if claim is not None:
+                await self.guards.idempotency.release(claim)
+            raise
+
+    def _finishers(self, claim: Claim | None) -> tuple[Finisher, ...]:
+        guards = self.guards
+        if claim is None:
+            return (guards.account,)
+        return (guards.account, guards.idempotency.finisher(claim))
+
+    async def _stored_answer(self, principal: Principal, claim: Claim) -> ChatResponse:
+        """A retry of a `/chat` request: the first one's answer, once it has one. If the first
+        request's process died, its turn is finished here once its lease has expired (and its
+        record then holds the partial answer)."""
+        settings = self.settings
+        deadline = time.monotonic() + settings.llm_timeout_seconds + 30
+        record = claim.record
+        store = self.guards.idempotency
+        while record["state"] != "done":
+            left = deadline - time.monotonic()
+            wait = min(left, settings.turn_lease_renew_seconds)
+            started = time.monotonic()
+            found = await store.wait_finished(claim, wait)
+            if found is not None:
+                record = found
+                break
+            if left <= 0 or time.monotonic() - started < wait:  # timed out, or released
+                raise Conflict(
+                    "The first request with this Idempotency-Key did not finish; retry.",
+                    code="idempotent_request_failed",
+                )
+            await self._leases().settle(principal.tenant_id, claim.turn_id)
+        metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
+        return ChatResponse.model_validate(record["response"])
+
+    async def _joined_stream(self, principal: Principal, claim: Claim) -> AsyncIterator[bytes]:
+        """A retried stream: the first request's events from its buffer (all of them, then the
+        live rest); when the buffer has expired, the stored answer as one token."""
+        for attempt in range(_JOIN_ATTEMPTS):
+            try:
+                await check_resumable(self.guards.streams, principal, claim.turn_id)
+                break
+            except NotFound:
+                if claim.record["state"] == "done":
+                    return _stored_events(claim.record["response"])
+                if attempt == _JOIN_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.05)  # the first request has claimed but not yet started
+        return _counted(self._follow(principal, claim.turn_id, 0))
+
+    def _follow(self, principal: Principal, turn_id: uuid.UUID, after: int) -> AsyncIterator[bytes]:
+        settings = self.settings
+        return resumed_stream(
+            self.guards.streams,
+            turn_id,
+            after,
+            heartbeat_seconds=settings.sse_heartbeat_seconds,
+            silence_limit_seconds=settings.llm_timeout_seconds + 30,
+            retry_ms=settings.sse_retry_ms,
+            settle=self._settler(principal, turn_id),
+            settle_every_seconds=settings.turn_lease_renew_seconds,
+        )
+
+    def _settler(self, principal: Principal, turn_id: uuid.UUID) -> Settle:
+        leases = self._leases()
+
+        async def settle() -> bool:
+            return await leases.settle(principal.tenant_id, turn_id)
+
+        return settle
+
+    def _leases(self) -> TurnLeases:
+        leases = self.guards.streams.leases
+        assert leases is not None, "built in lifespan"
+        return leases
+
+
+async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    metrics.STREAMS_ACTIVE.inc()
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        metrics.STREAMS_ACTIVE.dec()
+
+
+async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
+    """A stored `/chat` answer as a stream: meta, the whole answer as one token, sources, done."""
+    meta = {k: response[k] for k in ("session_id", "turn_id", "query_composition")}
+    yield format_event(1, "meta", meta)
+    yield format_event(2, "token", {"text": response["answer"]})
+    yield format_event(3, "sources", {"sources": response["sources"]})
+    yield format_event(4, "done", DoneEvent.replayed(response).data())

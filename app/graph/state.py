@@ -8,13 +8,19 @@ The turn's working data (`Working[...]`: the request, history, passages, prompt,
 never checkpointed: it is rebuilt every turn from the request and `query_history`, so the
 thread's checkpoint keeps only the turn's outcome. Fewer stored channels make each turn's
 checkpoint read and write smaller (ADR 0013).
+
+`context_metadata` is merged, not replaced: each node returns only the keys it adds, and the
+turn starts from an empty one (`initial_state` overwrites the previous turn's).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict, TypeVar
+import operator
+import uuid
+from typing import Annotated, Any, Literal, NamedTuple, TypedDict, TypeVar, cast
 
 from langgraph.channels.untracked_value import UntrackedValue
+from langgraph.types import Overwrite
 
 from app.turns.types import ChatMessage, HistoryTurn, PassageData, SourceRef, Usage
 
@@ -26,6 +32,9 @@ Working = Annotated[T, UntrackedValue]
 
 class TurnState(TypedDict):
     # --- request (set by the caller) ------------------------------------------------------
+
+    """The graph's state: one turn's request, working data and outcome."""
+
     tenant_id: str
     user_id: str
     session_id: str
@@ -70,7 +79,8 @@ class TurnState(TypedDict):
     # --- build_context --------------------------------------------------------------------
     prompt: Working[list[ChatMessage]]
     sources: Working[list[SourceRef]]
-    context_metadata: dict[str, Any]
+    context_metadata: Annotated[dict[str, Any], operator.or_]
+    """The turn's manifest, stored with its row: each node merges in its own keys."""
     new_summary: Working[str | None]
     new_summarized_turns: Working[int]
     # --- generate -------------------------------------------------------------------------
@@ -100,6 +110,7 @@ def initial_state(
     started_at: float,
     stream_tokens: bool = True,
 ) -> TurnState:
+    """The complete state a turn starts from."""
     return TurnState(
         tenant_id=tenant_id,
         user_id=user_id,
@@ -129,7 +140,9 @@ def initial_state(
         passages=[],
         prompt=[],
         sources=[],
-        context_metadata={},
+        # The reducer would merge this turn's keys into the previous turn's (the thread's
+        # checkpoint holds them): the turn starts from an empty manifest instead.
+        context_metadata=cast(dict[str, Any], Overwrite({})),
         new_summary=None,
         new_summarized_turns=0,
         answer="",
@@ -142,5 +155,30 @@ def initial_state(
     )
 
 
+class TurnIds(NamedTuple):
+    """The turn's ids, parsed (the state holds them as strings for the checkpointer)."""
+
+    tenant: uuid.UUID
+    user: uuid.UUID
+    session: uuid.UUID
+    turn: uuid.UUID
+
+
+def turn_ids(state: TurnState) -> TurnIds:
+    """The turn's tenant, user, session and turn ids as UUIDs."""
+    return TurnIds(
+        tenant=uuid.UUID(state["tenant_id"]),
+        user=uuid.UUID(state["user_id"]),
+        session=uuid.UUID(state["session_id"]),
+        turn=uuid.UUID(state["turn_id"]),
+    )
+
+
 def new_triage() -> dict[str, Any]:
+    """The triage record before any step decided."""
     return {"route": "llm", "skip_llm": False, "log": [], "answer": None}
+
+
+def public_triage(triage: dict[str, Any]) -> dict[str, Any]:
+    """The triage record as returned and audited (the early answer is the answer itself)."""
+    return {k: v for k, v in triage.items() if k != "answer"}

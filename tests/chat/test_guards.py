@@ -78,15 +78,9 @@ async def test_ten_concurrent_retries_with_one_key_call_the_model_once(
     assert other_body.json()["error"]["code"] == "idempotency_key_reused"
 
     redis = app.state.resources.redis
-    key = app.state.resources.guards.idempotency.key(owner_principal(owner, chat), "retry-me")
+    key = app.state.resources.guards.idempotency.key(chat.tenant_id, chat.user_id, "retry-me")
     ttl = await redis.client.ttl(key)
     assert 24 * 3600 - 60 < ttl <= 24 * 3600
-
-
-def owner_principal(owner: object, chat: object) -> object:
-    from app.auth.principal import Principal
-
-    return Principal(chat.user_id, chat.tenant_id, "", "member", "token")  # type: ignore[attr-defined]
 
 
 async def test_a_retried_stream_joins_the_running_one(
@@ -292,7 +286,7 @@ async def test_a_running_claim_expires_soon_and_is_kept_a_day_once_answered(
         await asyncio.sleep(0.01)
     redis = app.state.resources.redis
     key = app.state.resources.guards.idempotency.key(
-        owner_principal(owner, chat), "short-while-running"
+        chat.tenant_id, chat.user_id, "short-while-running"
     )
     # Soon: the longest a turn can run (model timeout, the end-of-turn write's outage retry,
     # the lease after which another process finishes an orphan) and a minute, not a day.
@@ -321,7 +315,7 @@ async def test_any_failure_before_the_run_releases_the_claim(
     async def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the database went away mid-request")
 
-    monkeypatch.setattr("app.chat.endpoints.prepare_turn", broken)
+    monkeypatch.setattr("app.chat.admission.prepare_turn", broken)
     failed = await client.post("/chat", json=body, headers=headers)
     assert failed.status_code == 500
     monkeypatch.undo()

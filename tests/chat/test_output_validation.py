@@ -122,3 +122,22 @@ async def test_personal_data_and_links_from_the_sources_are_kept(
     body = (await ask(client, owner, chat, "How do I reach support?")).json()
     assert body["answer"] == reply
     assert body["validation"]["output_guardrail"]["safe"] is True
+
+
+async def test_a_turns_metadata_keeps_nothing_of_the_previous_turns(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The graph merges each node's context_metadata into the turn's, and the thread's
+    checkpoint holds the previous turn's: the next turn starts from an empty one."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await add_kb_document(db, tenant, "Returns policy", REFUNDS)
+    replies = iter([SYSTEM_PROMPT, "Damaged goods can be returned within 30 days [1]."])
+    use_model(app, ScriptedChatModel(reply=lambda _: next(replies)))
+    first = await ask(client, owner, chat, QUESTION)
+    assert first.status_code == 200, first.text
+    assert "audit" in (await stored_turn(db, tenant.id, first.json()["turn_id"])).context_metadata
+    second = await ask(client, owner, chat, QUESTION)
+    assert second.status_code == 200, second.text
+    row = await stored_turn(db, tenant.id, second.json()["turn_id"])
+    assert "audit" not in row.context_metadata
+    assert row.context_metadata["validation"]["output_guardrail"]["issues"] == []

@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from app.auth.principal import Principal
 from app.chat.idempotency import Claim, IdempotencyStore, IdempotencyUnavailable
-from app.chat.stream_buffer import BufferedEvent, StreamBuffer
+from app.chat.streaming.buffer import BufferedEvent, StreamBuffer
 from app.config import Settings
 from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle, build_redis
@@ -43,10 +42,6 @@ async def handle(server: PrivateRedis) -> AsyncIterator[RedisHandle]:
     await redis.close()
 
 
-def _principal() -> Principal:
-    return Principal(uuid.uuid4(), uuid.uuid4(), "", "member", "token")
-
-
 async def _exists(_turn: uuid.UUID) -> bool:
     return True
 
@@ -56,7 +51,7 @@ def _store(redis: RedisHandle) -> IdempotencyStore:
 
 
 async def _claim(store: IdempotencyStore, key: str) -> Claim | None:
-    return await store.claim(_principal(), key, "print", uuid.uuid4(), _exists)
+    return await store.claim(uuid.uuid4(), uuid.uuid4(), key, "print", uuid.uuid4(), _exists)
 
 
 async def _write_stream(buffer: StreamBuffer, count: int) -> list[BufferedEvent]:

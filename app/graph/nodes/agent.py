@@ -8,7 +8,6 @@ sources gathered so far, in the same prompt shape as the always-retrieve path.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from langchain_core.messages import (
@@ -26,7 +25,7 @@ from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
 from app.graph.source_framing import source_block
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.graph.tool_context import (
     first_search_query,
     fit_result,
@@ -61,6 +60,7 @@ def wants_tools(state: TurnState) -> bool:
 
 
 async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """One model call of the tool-calling loop: tool calls, or the answer."""
     ctx = runtime.context
     model = tool_model(ctx.responder)
     assert model is not None  # the graph routes here only for tool-calling providers
@@ -92,7 +92,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         return {
             "agent_messages": messages_to_dict([*messages, asked]),
             "usage": usage,
-            "context_metadata": {**state["context_metadata"], "tools": tools_meta},
+            "context_metadata": {"tools": tools_meta},
         }
     checked = check_citations(reply.text, state["sources"])
     guess = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
@@ -106,7 +106,6 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     }
     searched = first_search_query(messages_from_dict(state["agent_messages"]))
     metadata = {
-        **state["context_metadata"],
         **tool_turn_metadata(
             {**state["context_metadata"], "tools": tools_meta},
             refined.composition,
@@ -159,6 +158,7 @@ def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk)
 
 
 async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Run the tool calls the model asked for; their results fit the remaining budget."""
     ctx = runtime.context
     messages = messages_from_dict(state["agent_messages"])
     asked = messages[-1]
@@ -170,7 +170,7 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     used = int(tools_meta.get("result_tokens", 0))
     allowance = result_allowance(state["context_metadata"])
     round_number = state["tool_rounds"] + 1
-    async with ctx.transaction(uuid.UUID(state["tenant_id"])) as db:
+    async with ctx.transaction(turn_ids(state).tenant) as db:
         for call in asked.tool_calls:
             outcome = await run_tool(ctx, db, state, call["name"], call["args"], sources)
             # Every round's results share what the prompt left of the budget.
@@ -188,5 +188,5 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         "agent_messages": messages_to_dict(messages),
         "sources": sources,
         "tool_rounds": round_number,
-        "context_metadata": {**state["context_metadata"], "tools": tools_meta},
+        "context_metadata": {"tools": tools_meta},
     }

@@ -11,7 +11,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, public_triage
 from app.llm.tokens import count_tokens
 from app.turns.types import SourceRef, Usage
 
@@ -19,6 +19,7 @@ TRIAGE_MODEL = "triage"
 
 
 async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Answer with what triage or the input guardrail decided, without the model."""
     triage = state["triage"]
     faq = triage.get("faq")
     answer = str(triage["answer"])
@@ -49,7 +50,6 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     }
     tokens = count_tokens(answer)
     metadata = {
-        **state["context_metadata"],
         "query_composition": "chat",
         "composition_confidence": 1.0,
         "token_budget": 0,
@@ -79,8 +79,3 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
         "validation": validation,
         "context_metadata": metadata,
     }
-
-
-def public_triage(triage: dict[str, Any]) -> dict[str, Any]:
-    """The triage record as returned and audited (the early answer is the answer itself)."""
-    return {k: v for k, v in triage.items() if k != "answer"}

@@ -33,6 +33,7 @@ async def _fold(ctx: TurnContext, previous: str, turns: list[HistoryTurn]) -> tu
 
 
 async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Fit history, summary and passages into the prompt's token budget."""
     ctx = runtime.context
     settings = BudgetSettings(
         base=ctx.settings.context_base_tokens,
@@ -77,7 +78,6 @@ async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict
         built.metadata["truncation_applied"] = True
 
     metadata = {
-        **state["context_metadata"],
         **built.metadata,
         "query_composition": state["query_composition"],
         "composition_confidence": state["composition_confidence"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -11,7 +10,7 @@ from langgraph.runtime import Runtime
 from app.graph.composition import classify_query
 from app.graph.context import TurnContext
 from app.graph.followups import is_follow_up, rewrite_by_rules, rewrite_prompt
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +30,9 @@ async def _rewrite(ctx: TurnContext, state: TurnState) -> tuple[str, str]:
 
 
 async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Detect a follow-up (rewrite it standalone) and guess the query's composition."""
     ctx = runtime.context
-    tenant = uuid.UUID(state["tenant_id"])
+    tenant = turn_ids(state).tenant
     async with ctx.transaction(tenant) as db:
         has_kb = await ctx.kb_status.has_documents(db, tenant)
     follow_up = is_follow_up(state["query"], state["history"])
@@ -52,7 +52,6 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         "query_composition": guess.composition,
         "composition_confidence": guess.confidence,
         "context_metadata": {
-            **state["context_metadata"],
             "classification": {"reason": guess.reason, "rewrite": how, "knowledge_base": has_kb},
         },
     }

@@ -17,6 +17,7 @@ from app.turns.types import Usage
 
 
 async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """The model's answer (streamed when the client watches)."""
     responder = runtime.context.responder
     generation = Generation()
     request = ModelRequest(
@@ -38,7 +39,6 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         total_tokens=generation.prompt_tokens + generation.completion_tokens,
     )
     metadata = {
-        **state["context_metadata"],
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": responder.model_name,
     }

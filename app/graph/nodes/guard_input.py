@@ -14,29 +14,19 @@ time."""
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.policy import tenant_policy
+from app.graph.state import TurnState, turn_ids
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, check_input
 from app.guardrails.policy import TenantPolicy
 from app.turns.types import ChatMessage
 
 logger = logging.getLogger(__name__)
-
-
-async def tenant_policy(ctx: TurnContext, tenant_id: str) -> TenantPolicy:
-    """The tenant's policy; a transaction only when the process cache has none (or it aged)."""
-    tenant = uuid.UUID(tenant_id)
-    policy = ctx.policies.cached(tenant)
-    if policy is None:
-        async with ctx.transaction(tenant) as db:
-            policy = await ctx.policies.get(db, tenant)
-    return policy
 
 
 def _without_blocked_history(
@@ -74,7 +64,8 @@ async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
 
 
 async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    policy = await tenant_policy(runtime.context, state["tenant_id"])
+    """Check the messages against the tenant's input policy."""
+    policy = await tenant_policy(runtime.context, turn_ids(state).tenant)
     messages = state["request_messages"]
     earlier, dropped = _without_blocked_history(messages[:-1], policy)
     newest = messages[-1]["content"] if messages else ""

@@ -3,14 +3,13 @@ client sent, without duplicates; and the turns the running summary does not cove
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.privacy.pii import anonymize
 from app.turns.repository import TurnRepository
 from app.turns.types import ChatMessage, HistoryTurn
@@ -65,8 +64,10 @@ def split_window(
 
 
 async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Load the session's history window and the turns the summary does not cover."""
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
+    ids = turn_ids(state)
+    tenant, session = ids.tenant, ids.session
     async with ctx.transaction(tenant) as db:
         snapshot, source = await ctx.history.load(db, tenant, session)
         summarized = snapshot["summarized_turns"]

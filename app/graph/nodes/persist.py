@@ -6,14 +6,13 @@ reached the write is retried for `THREADLINE_DB_WRITE_RETRY_SECONDS`."""
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.core.db_outage import retry_through_outage
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.privacy.pii import anonymize
 from app.turns.history import HistorySnapshot
 from app.turns.repository import TurnRepository
@@ -21,8 +20,10 @@ from app.turns.types import HistoryTurn
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Complete the turn's row and refresh the session's cached history."""
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
+    ids = turn_ids(state)
+    tenant, session = ids.tenant, ids.session
     query = state["stored_query"]
     answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
     latency_ms = int((time.time() - state["started_at"]) * 1000)
@@ -35,7 +36,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     async def write() -> HistorySnapshot:
         async with ctx.transaction(tenant) as db:
             others = await TurnRepository(db, tenant).complete(
-                uuid.UUID(state["turn_id"]),
+                ids.turn,
                 session,
                 new_summary,
                 answer=answer,

@@ -12,6 +12,7 @@ from app.graph.state import TurnState
 
 
 async def process_messages(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Split the request into the query and the client-sent history."""
     messages = state["request_messages"]
     if not messages or messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
         raise UnprocessableEntity(

@@ -17,15 +17,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import AppError, NotFound, UnprocessableEntity
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.models import Attachment, SessionAttachment
 from app.turns.repository import SessionStateRepository
 
 
 async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Link the requested attachments and wait for the active ones to be ready."""
     ctx = runtime.context
-    tenant, session = uuid.UUID(state["tenant_id"]), uuid.UUID(state["session_id"])
-    user = uuid.UUID(state["user_id"])
+    ids = turn_ids(state)
+    tenant, session, user = ids.tenant, ids.session, ids.user
     requested = [uuid.UUID(a) for a in state["request_attachment_ids"]]
     active = [uuid.UUID(a) for a in state["session_attachment_ids"]]
     if requested:
@@ -35,10 +36,7 @@ async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -
     usable, unavailable = await _await_processing(ctx, tenant, active, set(requested))
     return {
         "active_attachment_ids": [str(a) for a in usable],
-        "context_metadata": {
-            **state["context_metadata"],
-            "attachments_unavailable": unavailable,
-        },
+        "context_metadata": {"attachments_unavailable": unavailable},
     }
 
 
@@ -112,4 +110,6 @@ async def _await_processing(
 
 
 class AttachmentNotReady(AppError):
+    """An attachment still processing when the turn could not wait longer."""
+
     status_code, code, message = 409, "attachment_not_ready", "The attachment is not ready."

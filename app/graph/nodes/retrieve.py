@@ -10,11 +10,12 @@ from langgraph.runtime import Runtime
 
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
-from app.graph.state import TurnState
+from app.graph.state import TurnState, turn_ids
 from app.turns.types import PassageData
 
 
 async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Hybrid retrieval of the passages for the (reformulated) query."""
     ctx = runtime.context
     guess = CompositionGuess(
         state["query_composition"],
@@ -23,7 +24,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     )
     passages: list[PassageData] = []
     if guess.composition != "chat" or state["is_follow_up"]:
-        tenant = uuid.UUID(state["tenant_id"])
+        tenant = turn_ids(state).tenant
         async with ctx.transaction(tenant) as db:
             found = await ctx.retriever.search(
                 db,

@@ -12,7 +12,6 @@ the model answers), `skip_llm`, `log` (one line per step) and the early `answer`
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -20,8 +19,8 @@ from langgraph.runtime import Runtime
 from app.faqs.service import closest_faq
 from app.graph.context import TurnContext
 from app.graph.followups import is_follow_up
-from app.graph.nodes.guard_input import tenant_policy
-from app.graph.state import TurnState
+from app.graph.policy import tenant_policy
+from app.graph.state import TurnState, turn_ids
 from app.graph.tools import tool_model
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.policy import TenantPolicy
@@ -51,7 +50,7 @@ async def _faq(
 ) -> str:
     if not policy.faq_count:
         return "triage_faq: NO FAQS"
-    tenant = uuid.UUID(state["tenant_id"])
+    tenant = turn_ids(state).tenant
     [vector] = await ctx.embedder.embed([state["query"]])
     async with ctx.transaction(tenant) as db:
         match = await closest_faq(db, tenant, vector)
@@ -78,8 +77,9 @@ def _intent(state: TurnState, policy: TenantPolicy, triage: dict[str, Any], rout
 
 
 async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Run the triage steps that may answer without the model."""
     ctx = runtime.context
-    policy = await tenant_policy(ctx, state["tenant_id"])
+    policy = await tenant_policy(ctx, turn_ids(state).tenant)
     decided = dict(state["triage"])
     log = list(decided["log"])
     for step in ("triage_relevance", "triage_faq", "triage_intent"):

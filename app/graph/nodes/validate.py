@@ -1,6 +1,6 @@
 """validate: the principal and session are present and the messages within limits.
 
-The turn's row was already recorded `pending` when the API admitted it (app/chat/service.py),
+The turn's row was already recorded `pending` when the API admitted it (app/chat/admission.py),
 in the same statement that checked the session is the caller's; this node guards the graph
 itself against a state no request could have produced.
 """
@@ -17,6 +17,7 @@ from app.graph.state import TurnState
 
 
 async def validate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Refuse a request the pipeline cannot run."""
     ctx = runtime.context
     if not all((state["tenant_id"], state["user_id"], state["session_id"], state["turn_id"])):
         raise UnprocessableEntity("A turn needs a principal and a session.", code="invalid_turn")

@@ -39,30 +39,39 @@ _WRITERS: set[asyncio.Task[None]] = set()
 
 @dataclass(frozen=True)
 class BufferedEvent:
+    """One event as the stream's buffer holds it."""
+
     event_id: int
     name: str
     data: dict[str, Any]
 
 
 class StreamBuffer:
+    """The Redis Streams that hold every stream's events for resume."""
+
     def __init__(self, redis: RedisHandle, ttl_seconds: int) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
 
     def events_key(self, turn_id: uuid.UUID) -> str:
+        """The Redis key of the turn's events."""
         return self.redis.key("stream", turn_id, "events")
 
     def owner_key(self, turn_id: uuid.UUID) -> str:
+        """The Redis key naming who may resume the turn."""
         return self.redis.key("stream", turn_id, "owner")
 
     def writer(self, turn_id: uuid.UUID, owner: str) -> BufferWriter:
+        """A writer of the turn's events (one task per stream)."""
         return BufferWriter(self, turn_id, owner)
 
     async def owner(self, turn_id: uuid.UUID) -> str | None:
+        """ "tenant:user" allowed to resume the turn; None when not buffered."""
         raw = await self.redis.client.get(self.owner_key(turn_id))
         return raw.decode() if isinstance(raw, bytes) else raw
 
     async def last_event(self, turn_id: uuid.UUID) -> BufferedEvent | None:
+        """The newest buffered event of the turn."""
         entries: Any = await self.redis.client.xrevrange(self.events_key(turn_id), count=1)
         return _decode(entries[0]) if entries else None
 
@@ -164,9 +173,11 @@ class BufferWriter:
         self.task.add_done_callback(_WRITERS.discard)
 
     def append(self, event_id: int, name: str, data: dict[str, Any]) -> None:
+        """Queue an event for the buffer (never waits on Redis)."""
         self.pending.put_nowait(BufferedEvent(event_id, name, data))
 
     def close(self) -> None:
+        """No more events: the writer ends once the queue is written."""
         self.pending.put_nowait(None)
 
     async def _write(self) -> None:

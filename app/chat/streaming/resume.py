@@ -23,9 +23,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from app.auth.principal import Principal
-from app.chat.sse import HEARTBEAT, format_event, retry_hint
-from app.chat.stream_buffer import TERMINAL_EVENTS
-from app.chat.streams import StreamHub
+from app.chat.streaming.buffer import TERMINAL_EVENTS
+from app.chat.streaming.hub import StreamHub
+from app.chat.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.core.errors import BadRequest, NotFound, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ Settle = Callable[[], Awaitable[bool]]
 
 
 def parse_last_event_id(raw: str | None) -> int:
+    """The `Last-Event-ID` header as an event id (0: from the start); 400 when invalid."""
     if raw is None or raw.strip() == "":
         return 0
     try:

@@ -1,40 +1,27 @@
-"""Server-Sent Events: numbered events, heartbeat comments while the model is silent, a
-`retry:` hint, and what happens to the run when the client goes away."""
+"""A run's lifecycle: the turn runs in its own task, its events are numbered and read through
+a queue (and written to the stream's buffer), and the run is stopped, detached or left to
+finish when its client goes away."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.runner import PreparedTurn, TurnEvent
-from app.chat.stream_buffer import TERMINAL_EVENTS, BufferWriter
+from app.chat.events import DoneEvent, DoneExtras, TurnEvent
+from app.chat.runner import PreparedTurn
+from app.chat.streaming.buffer import TERMINAL_EVENTS, BufferWriter
+from app.chat.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.llm.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT = b": keep-alive\n\n"
 # Runs whose client went away, finishing their cancellation (strong references: see asyncio).
 _RUNNING: set[asyncio.Task[None]] = set()
-SSE_HEADERS = {
-    "Cache-Control": "no-cache, no-transform",
-    "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
-    "Connection": "keep-alive",
-}
-
-
-def format_event(event_id: int, name: str, data: dict[str, Any]) -> bytes:
-    payload = json.dumps(data, separators=(",", ":"), default=str)
-    return f"id: {event_id}\nevent: {name}\ndata: {payload}\n\n".encode()
-
-
-def retry_hint(milliseconds: int) -> bytes:
-    return f"retry: {milliseconds}\n\n".encode()
 
 
 @dataclass
@@ -141,23 +128,19 @@ class RunHandle:
         # The runner checked the partial answer as it stored it (turn.ending).
         ending = turn.ending
         metadata = {k: v for k, v in ending.items() if k in ("triage", "validation")}
-        return TurnEvent(
-            "done",
-            {
-                "turn_id": str(turn.turn_id),
-                "session_id": str(turn.session_id),
-                "status": "incomplete",
-                "stopped": True,
-                **({"reason": self.stop_reason} if self.stop_reason else {}),
-                "answer": ending.get("answer", "".join(self.outcome.partial)),
-                "query_composition": (self.outcome.meta or {}).get("query_composition"),
-                "usage": self.outcome.spent(),
-                "context_metadata": metadata,
-                "triage": metadata.get("triage"),
-                "validation": metadata.get("validation"),
-                "turn_ms": round((time.time() - turn.started_at) * 1000, 3),
-            },
-        )
+        extras = DoneExtras(stopped=True, turn_ms=round((time.time() - turn.started_at) * 1000, 3))
+        if self.stop_reason:
+            extras["reason"] = self.stop_reason
+        return DoneEvent(
+            turn_id=turn.turn_id,
+            session_id=turn.session_id,
+            status="incomplete",
+            answer=ending.get("answer", "".join(self.outcome.partial)),
+            query_composition=(self.outcome.meta or {}).get("query_composition"),
+            usage=self.outcome.spent(),
+            context_metadata=metadata,
+            extras=extras,
+        ).event()
 
     def settled(self) -> asyncio.Task[None]:
         """The finishers' work (started once, when the outcome is known): a `/chat` answer
@@ -175,6 +158,7 @@ class RunHandle:
 
     @property
     def finished(self) -> bool:
+        """Whether the run is over (or its outcome known)."""
         return self.task.done() or self.outcome.terminal is not None
 
     async def next(self, wait_seconds: float | None = None) -> tuple[int, TurnEvent] | None:
@@ -182,6 +166,7 @@ class RunHandle:
         return await asyncio.wait_for(self.queue.get(), wait_seconds)
 
     def cancel(self) -> None:
+        """Cancel the run (it stores the turn incomplete)."""
         if not self.task.done():
             self.task.cancel()  # it finishes on its own (the turn is marked incomplete)
 

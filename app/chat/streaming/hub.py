@@ -20,9 +20,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from app.chat.runner import PreparedTurn, TurnEvent
-from app.chat.sse import Finisher, RunHandle
-from app.chat.stream_buffer import StreamBuffer
+from app.chat.events import TurnEvent
+from app.chat.runner import PreparedTurn
+from app.chat.streaming.buffer import StreamBuffer
+from app.chat.streaming.run import Finisher, RunHandle
 from app.core.process import process_id
 from app.core.redis import RedisHandle
 
@@ -36,6 +37,7 @@ _STOP_ATTEMPTS, _STOP_RETRY_SECONDS = 3, 0.6
 
 
 def owner_of(turn: PreparedTurn) -> str:
+    """Who may resume the turn's stream: "tenant:user"."""
     return f"{turn.tenant_id}:{turn.user_id}"
 
 
@@ -46,6 +48,8 @@ def _stop_soon(run: RunHandle) -> None:
 
 
 class StreamHub:
+    """This process's runs, and the Redis channels that stop or attach to any process's."""
+
     def __init__(self, redis: RedisHandle, buffer: StreamBuffer) -> None:
         self.redis = redis
         self.buffer = buffer
@@ -61,6 +65,7 @@ class StreamHub:
         """Set in lifespan: finishing orphaned turns needs the database."""
 
     def owner_channel(self, owner: str) -> str:
+        """The control channel of the process that owns a lease."""
         return self.redis.key("stream-control", owner)
 
     def running(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
@@ -75,6 +80,7 @@ class StreamHub:
         buffered: bool,
         finishers: tuple[Finisher, ...] = (),
     ) -> RunHandle:
+        """Start a run of `turn` (buffered for resume when `buffered`)."""
         writer = self.buffer.writer(turn.turn_id, owner_of(turn)) if buffered else None
         run = RunHandle(turn, events, writer, finishers)
         if writer is not None:
@@ -146,6 +152,7 @@ class StreamHub:
             run.attached_at = time.monotonic()
 
     def start_listening(self) -> None:
+        """Listen on the control channels (stop, attach) in the background."""
         self._listener = asyncio.create_task(self._listen())
 
     async def _listen(self) -> None:
@@ -167,6 +174,7 @@ class StreamHub:
     async def close(self) -> None:
         # A flag as well as the cancel: Redis clients may turn a cancellation into a
         # connection error, which the loop would otherwise retry forever.
+        """Stop listening."""
         self._closing = True
         if self._listener is not None:
             self._listener.cancel()

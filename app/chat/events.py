@@ -1,0 +1,85 @@
+"""What a running turn emits: its events, and the one builder of the `done` event that every
+ending of a turn sends (complete, stopped, finished as an orphan, replayed for a retry)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """One event of a turn (`meta`, `token`, `sources`, `done` or `error`) and its data."""
+
+    name: str
+    data: dict[str, Any]
+    status_code: int = 200
+
+
+class DoneExtras(TypedDict, total=False):
+    """The `done` fields only some endings have: each is sent exactly when it is given."""
+
+    model: str
+    latency_ms: int | None
+    stopped: bool
+    reason: str
+    node_ms: dict[str, float]
+    turn_ms: float
+    sources: list[dict[str, Any]]
+    """A replayed answer carries its sources in `done` too."""
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The `done` event of a turn: its outcome, the record of its triage and validation (as
+    its context_metadata holds them), and the fields its kind of ending adds."""
+
+    turn_id: uuid.UUID
+    session_id: uuid.UUID
+    status: str
+    answer: str
+    query_composition: str | None
+    usage: Mapping[str, int]
+    context_metadata: dict[str, Any]
+    extras: DoneExtras = field(default_factory=lambda: DoneExtras())
+
+    @classmethod
+    def replayed(cls, answer: Mapping[str, Any]) -> DoneEvent:
+        """The `done` of a stored `/chat` answer (schemas.chat_answer), for a retried stream."""
+        return cls(
+            turn_id=uuid.UUID(str(answer["turn_id"])),
+            session_id=uuid.UUID(str(answer["session_id"])),
+            status=answer["status"],
+            answer=answer["answer"],
+            query_composition=answer["query_composition"],
+            usage=answer["usage"],
+            context_metadata=answer["context_metadata"],
+            extras=DoneExtras(
+                sources=answer["sources"],
+                model=answer["model"],
+                latency_ms=answer["latency_ms"],
+                stopped=answer["stopped"],
+            ),
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The event's data as it goes on the wire."""
+        metadata = self.context_metadata
+        return {
+            "turn_id": str(self.turn_id),
+            "session_id": str(self.session_id),
+            "status": self.status,
+            "answer": self.answer,
+            "query_composition": self.query_composition,
+            "usage": dict(self.usage),
+            "context_metadata": metadata,
+            "triage": metadata.get("triage"),
+            "validation": metadata.get("validation"),
+            **self.extras,
+        }
+
+    def event(self) -> TurnEvent:
+        """The `done` event itself."""
+        return TurnEvent("done", self.data())
