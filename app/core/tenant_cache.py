@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
 
 class TenantCache(Generic[T]):
+    """Values per tenant, each fresh for its own time to live."""
+
     def __init__(self) -> None:
         self._known: dict[uuid.UUID, tuple[T, float]] = {}
 
@@ -24,8 +26,16 @@ class TenantCache(Generic[T]):
         return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def put(self, tenant_id: uuid.UUID, value: T, ttl_seconds: float) -> T:
+        """Keep `value` for `ttl_seconds`; returns it."""
         self._known[tenant_id] = (value, time.monotonic() + ttl_seconds)
         return value
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
+        """Forget the tenant's value now."""
         self._known.pop(tenant_id, None)
+
+
+class TenantInvalidator(Protocol):
+    """Something cached per tenant that a change to the tenant's data must clear."""
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None: ...

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import TENANT_NAME, lookup_scope, scope_to_tenant
@@ -29,3 +30,28 @@ async def insert_tenant(session: AsyncSession, tenant: Tenant) -> Tenant:
     session.add(tenant)
     await session.flush()
     return tenant
+
+
+async def tenant_settings(session: AsyncSession, tenant_id: uuid.UUID) -> dict[str, Any]:
+    """The tenant's settings document ({} when it has none or the tenant is not visible)."""
+    stored = await session.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
+    return dict(stored or {})
+
+
+async def lock_tenant_settings(
+    session: AsyncSession, tenant_id: uuid.UUID
+) -> dict[str, Any] | None:
+    """The tenant's settings, its row locked until the transaction ends (None: no tenant)."""
+    row = (
+        await session.execute(
+            select(Tenant.settings).where(Tenant.id == tenant_id).with_for_update()
+        )
+    ).one_or_none()
+    return None if row is None else dict(row[0] or {})
+
+
+async def store_tenant_settings(
+    session: AsyncSession, tenant_id: uuid.UUID, settings: dict[str, Any]
+) -> None:
+    """Replace the tenant's settings document."""
+    await session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=settings))
