@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.chat.history import HistoryStore
 from app.core.db import scope_to_tenant
 from app.models import ChatSession, RefreshTokenFamily, Tenant
-from app.privacy.checkpoints import purge_before, sweep_orphans
+from app.privacy.repository.checkpoints import purge_before, sweep_orphans
 from app.retention.policy import max_turn_age_days
 
 logger = logging.getLogger(__name__)
