@@ -7,6 +7,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.log import record
+from app.auth.principal import Principal
 from app.core.errors import NotFound
 from app.tenants.repository import lock_tenant_settings, store_tenant_settings, tenant_settings
 
@@ -30,3 +32,9 @@ async def set_policy(db: AsyncSession, tenant_id: uuid.UUID, days: int | None) -
         raise NotFound("No such tenant.", code="tenant_not_found")
     settings[KEY] = {"max_turn_age_days": days}
     await store_tenant_settings(db, tenant_id, settings)
+
+
+async def change_policy(db: AsyncSession, actor: Principal, days: int | None) -> None:
+    """An admin sets (or clears) the tenant's maximum turn age; the change is audited."""
+    await set_policy(db, actor.tenant_id, days)
+    await record(db, actor, "retention.set", details={"max_turn_age_days": days})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import TENANT_NAME, lookup_scope, scope_to_tenant
@@ -55,3 +55,12 @@ async def store_tenant_settings(
 ) -> None:
     """Replace the tenant's settings document."""
     await session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=settings))
+
+
+async def every_tenant_settings(session: AsyncSession) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+    """Every tenant with its settings, for the maintenance sweeps. The maintenance door
+    (migration 0011) lists tenants; it is opened for this one statement and closed again."""
+    await session.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
+    rows = (await session.execute(select(Tenant.id, Tenant.settings).order_by(Tenant.id))).all()
+    await session.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
+    return [(row.id, row.settings) for row in rows]
