@@ -23,8 +23,8 @@ from app.auth.schemas import (
     UserResponse,
 )
 from app.auth.throttle import LoginThrottle
-from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import BadRequest, RefreshTokenReused, error_responses
+from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
+from app.core.errors import BadRequest, error_responses
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
@@ -114,14 +114,10 @@ async def issue_token(
 
 @router.post("/auth/refresh", response_model=TokenResponse, responses=error_responses(401))
 async def refresh_token(
-    body: RefreshRequest, response: Response, session: DbSession, settings: SettingsDep
+    body: RefreshRequest, response: Response, sessionmaker: SessionmakerDep, settings: SettingsDep
 ) -> TokenResponse:
     """Exchange a refresh token (once) for a new pair. A replayed token signs the session out."""
-    try:
-        pair = await service.refresh(session, settings, body.refresh_token)
-    except RefreshTokenReused:
-        await session.commit()  # the revocation must outlive this failed request
-        raise
+    pair = await service.refresh(sessionmaker, settings, body.refresh_token)
     _no_store(response)
     return TokenResponse(**pair.__dict__)
 

@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
@@ -85,23 +85,40 @@ async def start_session(session: AsyncSession, settings: Settings, user: User) -
 
 
 async def refresh(
-    session: AsyncSession, settings: Settings, refresh_token: str
+    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, refresh_token: str
 ) -> tokens.TokenPair:
     """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
-    (raising `RefreshTokenReused` after the revocation was written: commit it)."""
+    and raises `RefreshTokenReused`.
+
+    The exchange owns its transaction (a session of its own, not the request's): a replay's
+    revocation must be stored although the request fails, and the request dependency rolls
+    back a failed request. So the revocation commits here, then the error is raised.
+    """
     claims = tokens.decode(settings, refresh_token, "refresh")
-    await scope_to_tenant(session, claims.tenant_id)
-    families = RefreshFamilyRepository(session, claims.tenant_id)
+    async with sessionmaker() as db:
+        await scope_to_tenant(db, claims.tenant_id)
+        async with db.begin():
+            pair = await _rotate(db, settings, claims)
+    if pair is None:
+        raise RefreshTokenReused(
+            "This refresh token was already used; the session is signed out.",
+            code="token_reused",
+        )
+    return pair
+
+
+async def _rotate(
+    db: AsyncSession, settings: Settings, claims: tokens.TokenClaims
+) -> tokens.TokenPair | None:
+    """The new pair; None (the family revoked) when the token was used before."""
+    families = RefreshFamilyRepository(db, claims.tenant_id)
     family = await families.lock(claims.family, claims.user_id)
     if family is None or family.revoked_at is not None:
         raise Unauthorized("This session was signed out.", code="token_revoked")
     if not await families.record_use(family.id, claims.jti):
         await families.revoke(family.id)
-        raise RefreshTokenReused(
-            "This refresh token was already used; the session is signed out.",
-            code="token_reused",
-        )
-    user = await UserRepository(session, claims.tenant_id).get(claims.user_id)
+        return None
+    user = await UserRepository(db, claims.tenant_id).get(claims.user_id)
     if user is None:
         raise Unauthorized("The account no longer exists.", code="unknown_account")
     return tokens.issue_pair(
