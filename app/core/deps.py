@@ -47,6 +47,8 @@ async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
             await db.commit()
 
 
+# The whole composition root as a dependency: only app/chat's endpoints still take it (their
+# branch replaces it with typed dependencies); every other endpoint asks for what it uses.
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
