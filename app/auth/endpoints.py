@@ -92,7 +92,7 @@ async def issue_token(
     request: Request,
     response: Response,
     body: Annotated[LoginRequest, Depends(login_request)],
-    session: DbSession,
+    db: DbSession,
     settings: SettingsDep,
     redis: RedisDep,
 ) -> TokenResponse:
@@ -105,9 +105,9 @@ async def issue_token(
     # The peer, or the client a trusted proxy forwarded for (ClientAddressMiddleware).
     client = request.client.host if request.client else None
     await throttle.reserve(body.email, client)
-    user = await service.authenticate_password(session, body.email, body.password, body.tenant)
+    user = await service.authenticate_password(db, body.email, body.password, body.tenant)
     await throttle.succeeded(body.email, client)
-    pair = await service.start_session(session, settings, user)
+    pair = await service.start_session(db, settings, user)
     _no_store(response)
     return TokenResponse(**pair.__dict__)
 
@@ -123,9 +123,9 @@ async def refresh_token(
 
 
 @router.post("/auth/logout", status_code=status.HTTP_204_NO_CONTENT)
-async def logout(principal: CurrentPrincipal, session: DbSession) -> None:
+async def logout(principal: CurrentPrincipal, db: DbSession) -> None:
     """Sign this login out: its refresh token and every token derived from it stop working."""
-    await service.logout(session, principal)
+    await service.logout(db, principal)
 
 
 @router.get("/me", response_model=MeResponse)
@@ -145,27 +145,27 @@ async def me(principal: CurrentPrincipal) -> MeResponse:
     responses=error_responses(409),
 )
 async def create_user(
-    body: CreateUserRequest, admin: AdminPrincipal, session: DbSession, settings: SettingsDep
+    body: CreateUserRequest, admin: AdminPrincipal, db: DbSession, settings: SettingsDep
 ) -> UserResponse:
     """Add a user to the admin's tenant."""
     user = await service.create_user(
-        session,
+        db,
         settings,
         admin.tenant_id,
         email=body.email,
         password=body.password,
         role=body.role,
     )
-    await session.refresh(user)
+    await db.refresh(user)
     return UserResponse.model_validate(user)
 
 
 @admin_router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
 async def create_api_key(
-    body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, session: DbSession
+    body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, db: DbSession
 ) -> ApiKeyCreated:
     """Create a server-to-server key acting as the admin. The key is shown only here."""
-    key, raw = await service.create_api_key(session, admin, name=body.name, role=body.role)
+    key, raw = await service.create_api_key(db, admin, name=body.name, role=body.role)
     _no_store(response)
     return ApiKeyCreated(
         id=key.id,
@@ -177,11 +177,11 @@ async def create_api_key(
 
 
 @admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
-async def list_api_keys(admin: AdminPrincipal, session: DbSession) -> list[ApiKeyInfo]:
-    keys = await ApiKeyRepository(session, admin.tenant_id).list()
+async def list_api_keys(admin: AdminPrincipal, db: DbSession) -> list[ApiKeyInfo]:
+    keys = await ApiKeyRepository(db, admin.tenant_id).list()
     return [ApiKeyInfo.model_validate(key) for key in keys]
 
 
 @admin_router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, session: DbSession) -> None:
-    await service.revoke_api_key(session, admin, key_id)
+async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> None:
+    await service.revoke_api_key(db, admin, key_id)

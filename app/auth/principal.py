@@ -44,7 +44,7 @@ def hash_api_key(raw_key: str) -> str:
 
 async def authenticate(
     request: Request,
-    session: DbSession,
+    db: DbSession,
     settings: SettingsDep,
     bearer: Annotated[str | None, Depends(_bearer)],
     api_key: Annotated[str | None, Depends(_api_key)],
@@ -55,19 +55,19 @@ async def authenticate(
     at once rather than when the token expires.
     """
     if api_key:
-        key = await find_api_key(session, hash_api_key(api_key))
+        key = await find_api_key(db, hash_api_key(api_key))
         if key is None:
             raise Unauthorized("The API key is not valid.", code="invalid_api_key")
-        await scope_to_tenant(session, key.tenant_id)
-        user = await UserRepository(session, key.tenant_id).get(key.user_id)
+        await scope_to_tenant(db, key.tenant_id)
+        user = await UserRepository(db, key.tenant_id).get(key.user_id)
         if user is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
         role = min(user.role, key.role, key=ROLE_RANK.__getitem__)
         principal = Principal(user.id, key.tenant_id, user.email, role, "api_key")
     elif bearer is not None:
         claims = tokens.decode(settings, bearer, "access")
-        await scope_to_tenant(session, claims.tenant_id)
-        found = await UserRepository(session, claims.tenant_id).with_family(
+        await scope_to_tenant(db, claims.tenant_id)
+        found = await UserRepository(db, claims.tenant_id).with_family(
             claims.user_id, claims.family
         )
         if found is None:

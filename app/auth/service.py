@@ -37,19 +37,19 @@ _BAD_CREDENTIALS = (
 )
 
 
-async def _matches_tenant(session: AsyncSession, user: User, tenant: str) -> bool:
+async def _matches_tenant(db: AsyncSession, user: User, tenant: str) -> bool:
     try:
         return user.tenant_id == uuid.UUID(tenant)
     except ValueError:
         pass
-    await scope_to_tenant(session, user.tenant_id)
-    found = await get_tenant(session, user.tenant_id)
-    await scope_to_tenant(session, None)
+    await scope_to_tenant(db, user.tenant_id)
+    found = await get_tenant(db, user.tenant_id)
+    await scope_to_tenant(db, None)
     return found is not None and found.name == " ".join(tenant.split())
 
 
 async def authenticate_password(
-    session: AsyncSession, email: str, password: str, tenant: str | None
+    db: AsyncSession, email: str, password: str, tenant: str | None
 ) -> User:
     """The one user these credentials belong to, or 401.
 
@@ -58,9 +58,9 @@ async def authenticate_password(
     first account (by tenant id) when several have it and none is given. Verifying each of them
     made an e-mail present in several tenants take twice as long, which revealed it.
     """
-    candidates = await find_login_candidates(session, email)
+    candidates = await find_login_candidates(db, email)
     if tenant is not None:
-        candidates = [u for u in candidates if await _matches_tenant(session, u, tenant)]
+        candidates = [u for u in candidates if await _matches_tenant(db, u, tenant)]
     checked = candidates[0] if candidates else None
     verified = await verify_password(checked.password_hash if checked else None, password)
     if checked is None or not verified:
@@ -74,11 +74,11 @@ async def authenticate_password(
     return checked
 
 
-async def start_session(session: AsyncSession, settings: Settings, user: User) -> tokens.TokenPair:
+async def start_session(db: AsyncSession, settings: Settings, user: User) -> tokens.TokenPair:
     """A new token family for this login, and its first pair."""
-    await scope_to_tenant(session, user.tenant_id)
+    await scope_to_tenant(db, user.tenant_id)
     expires = datetime.now(UTC) + timedelta(seconds=settings.refresh_token_ttl_seconds)
-    family = await RefreshFamilyRepository(session, user.tenant_id).start(user.id, expires)
+    family = await RefreshFamilyRepository(db, user.tenant_id).start(user.id, expires)
     return tokens.issue_pair(
         settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
     )
@@ -126,9 +126,9 @@ async def _rotate(
     )
 
 
-async def logout(session: AsyncSession, principal: Principal) -> None:
+async def logout(db: AsyncSession, principal: Principal) -> None:
     if principal.token_family is not None:
-        await RefreshFamilyRepository(session, principal.tenant_id).revoke(principal.token_family)
+        await RefreshFamilyRepository(db, principal.tenant_id).revoke(principal.token_family)
 
 
 def check_new_password(settings: Settings, password: str) -> None:
@@ -143,7 +143,7 @@ def check_new_password(settings: Settings, password: str) -> None:
 
 
 async def create_user(
-    session: AsyncSession,
+    db: AsyncSession,
     settings: Settings,
     tenant_id: uuid.UUID,
     *,
@@ -152,7 +152,7 @@ async def create_user(
     role: str,
 ) -> User:
     check_new_password(settings, password)
-    users = UserRepository(session, tenant_id)
+    users = UserRepository(db, tenant_id)
     if await users.by_email(email) is not None:
         raise Conflict("A user with this e-mail already exists.", code="user_exists")
     user = User(
@@ -162,16 +162,16 @@ async def create_user(
         role=role,
     )
     try:
-        async with session.begin_nested():
+        async with db.begin_nested():
             users.add(user)
-            await session.flush()
+            await db.flush()
     except IntegrityError as exc:
         raise Conflict("A user with this e-mail already exists.", code="user_exists") from exc
     return user
 
 
 async def create_api_key(
-    session: AsyncSession, principal: Principal, *, name: str, role: str
+    db: AsyncSession, principal: Principal, *, name: str, role: str
 ) -> tuple[ApiKey, str]:
     """A new key acting as `principal`, with at most the principal's role."""
     if role not in ROLE_RANK:
@@ -187,14 +187,14 @@ async def create_api_key(
         key_hash=hash_api_key(raw),
         role=role,
     )
-    ApiKeyRepository(session, principal.tenant_id).add(key)
-    await session.flush()
+    ApiKeyRepository(db, principal.tenant_id).add(key)
+    await db.flush()
     return key, raw
 
 
-async def revoke_api_key(session: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:
-    key = await ApiKeyRepository(session, principal.tenant_id).get(key_id)
+async def revoke_api_key(db: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:
+    key = await ApiKeyRepository(db, principal.tenant_id).get(key_id)
     if key is None or key.revoked_at is not None:
         raise NotFound("No such API key.")
     key.revoked_at = datetime.now(UTC)
-    await session.flush()
+    await db.flush()

@@ -20,21 +20,21 @@ def normalise_name(name: str) -> str:
     return cleaned
 
 
-async def create_tenant(session: AsyncSession, name: str) -> Tenant:
+async def create_tenant(db: AsyncSession, name: str) -> Tenant:
     name = normalise_name(name)
-    if await find_tenant_by_name(session, name) is not None:
+    if await find_tenant_by_name(db, name) is not None:
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists")
     tenant = Tenant(id=new_id(), name=name, settings={})
-    await scope_to_tenant(session, tenant.id)  # outside the savepoint: it must outlive it
+    await scope_to_tenant(db, tenant.id)  # outside the savepoint: it must outlive it
     try:
-        async with session.begin_nested():
-            return await insert_tenant(session, tenant)
+        async with db.begin_nested():
+            return await insert_tenant(db, tenant)
     except IntegrityError as exc:  # a concurrent create won the race
         raise Conflict(f"A tenant named {name!r} already exists.", code="tenant_exists") from exc
 
 
-async def require_tenant(session: AsyncSession, name: str) -> Tenant:
-    tenant = await find_tenant_by_name(session, normalise_name(name))
+async def require_tenant(db: AsyncSession, name: str) -> Tenant:
+    tenant = await find_tenant_by_name(db, normalise_name(name))
     if tenant is None:
         raise NotFound(f"No tenant named {name!r}.", code="tenant_not_found")
     return tenant
