@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from app.auth import service
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
-from app.auth.repository import ApiKeyRepository
 from app.auth.schemas import (
     ApiKeyCreated,
     ApiKeyInfo,
@@ -22,7 +21,6 @@ from app.auth.schemas import (
     TokenResponse,
     UserResponse,
 )
-from app.auth.throttle import LoginThrottle
 from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
 from app.core.errors import BadRequest, error_responses
 
@@ -97,17 +95,10 @@ async def issue_token(
     redis: RedisDep,
 ) -> TokenResponse:
     """Log in with e-mail and password; returns an access and a refresh token."""
-    throttle = LoginThrottle(
-        redis,
-        max_failures=settings.login_max_failures,
-        window_seconds=settings.login_failure_window_seconds,
-    )
     # The peer, or the client a trusted proxy forwarded for (ClientAddressMiddleware).
     client = request.client.host if request.client else None
-    await throttle.reserve(body.email, client)
-    user = await service.authenticate_password(db, body.email, body.password, body.tenant)
-    await throttle.succeeded(body.email, client)
-    pair = await service.start_session(db, settings, user)
+    attempt = service.LoginAttempt(body.email, body.password, body.tenant, client)
+    pair = await service.login(db, settings, redis, attempt)
     _no_store(response)
     return TokenResponse(**pair.__dict__)
 
@@ -156,7 +147,6 @@ async def create_user(
         password=body.password,
         role=body.role,
     )
-    await db.refresh(user)
     return UserResponse.model_validate(user)
 
 
@@ -178,7 +168,7 @@ async def create_api_key(
 
 @admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
 async def list_api_keys(admin: AdminPrincipal, db: DbSession) -> list[ApiKeyInfo]:
-    keys = await ApiKeyRepository(db, admin.tenant_id).list()
+    keys = await service.list_api_keys(db, admin)
     return [ApiKeyInfo.model_validate(key) for key in keys]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
@@ -19,6 +20,7 @@ from app.auth.repository import (
     UserRepository,
     find_login_candidates,
 )
+from app.auth.throttle import LoginThrottle
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.core.errors import (
@@ -28,6 +30,7 @@ from app.core.errors import (
     Unauthorized,
     UnprocessableEntity,
 )
+from app.core.redis import RedisHandle
 from app.models import ApiKey, User
 from app.tenants.repository import get_tenant
 
@@ -35,6 +38,17 @@ from app.tenants.repository import get_tenant
 _BAD_CREDENTIALS = (
     "The e-mail or password is wrong (for an account in several tenants, add the tenant)."
 )
+
+
+@dataclass(frozen=True)
+class LoginAttempt:
+    """What a login presents: credentials, the tenant (when the e-mail is in several), and
+    the client address it came from (the peer, or whom a trusted proxy forwarded for)."""
+
+    email: str
+    password: str
+    tenant: str | None
+    client: str | None
 
 
 async def _matches_tenant(db: AsyncSession, user: User, tenant: str) -> bool:
@@ -82,6 +96,24 @@ async def start_session(db: AsyncSession, settings: Settings, user: User) -> tok
     return tokens.issue_pair(
         settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
     )
+
+
+async def login(
+    db: AsyncSession,
+    settings: Settings,
+    redis: RedisHandle,
+    login: LoginAttempt,
+) -> tokens.TokenPair:
+    """Log in with e-mail and password, throttled per e-mail and client; a new token pair."""
+    throttle = LoginThrottle(
+        redis,
+        max_failures=settings.login_max_failures,
+        window_seconds=settings.login_failure_window_seconds,
+    )
+    await throttle.reserve(login.email, login.client)
+    user = await authenticate_password(db, login.email, login.password, login.tenant)
+    await throttle.succeeded(login.email, login.client)
+    return await start_session(db, settings, user)
 
 
 async def refresh(
@@ -151,6 +183,7 @@ async def create_user(
     password: str,
     role: str,
 ) -> User:
+    """A new user of the tenant (409 when the e-mail is taken there)."""
     check_new_password(settings, password)
     users = UserRepository(db, tenant_id)
     if await users.by_email(email) is not None:
@@ -167,6 +200,7 @@ async def create_user(
             await db.flush()
     except IntegrityError as exc:
         raise Conflict("A user with this e-mail already exists.", code="user_exists") from exc
+    await db.refresh(user)
     return user
 
 
@@ -192,7 +226,13 @@ async def create_api_key(
     return key, raw
 
 
+async def list_api_keys(db: AsyncSession, principal: Principal) -> list[ApiKey]:
+    """The tenant's API keys, newest first."""
+    return await ApiKeyRepository(db, principal.tenant_id).list()
+
+
 async def revoke_api_key(db: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:
+    """Revoke one of the tenant's live keys (404 when there is none)."""
     key = await ApiKeyRepository(db, principal.tenant_id).get(key_id)
     if key is None or key.revoked_at is not None:
         raise NotFound("No such API key.")
