@@ -165,7 +165,7 @@ async def _audit_case(
     make_filters: Any,
     runs: int,
 ) -> list[float]:
-    from app.audit.turns import turn_page
+    from app.audit.repository import AuditTurnRepository
     from app.core.db import scope_to_tenant
 
     latencies = []
@@ -175,7 +175,7 @@ async def _audit_case(
             await scope_to_tenant(db, tenant)
             async with db.begin():
                 started = time.perf_counter()
-                await turn_page(db, tenant, filters, limit=50, after=None)
+                await AuditTurnRepository(db, tenant).page(filters, limit=50, after=None)
                 latencies.append((time.perf_counter() - started) * 1000)
     return latencies
 

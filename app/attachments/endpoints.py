@@ -1,3 +1,5 @@
+"""Attachments: a user's uploaded documents and which chat sessions they are active in."""
+
 from __future__ import annotations
 
 import uuid
@@ -8,7 +10,7 @@ from fastapi.responses import JSONResponse
 from app.attachments import service
 from app.attachments.schemas import AttachmentList, AttachmentOut
 from app.auth.principal import CurrentPrincipal
-from app.core.deps import DbSession, ResourcesDep
+from app.core.deps import DbSession, SettingsDep
 from app.ingestion.uploads import read_upload
 
 router = APIRouter(tags=["attachments"])
@@ -22,41 +24,38 @@ router = APIRouter(tags=["attachments"])
 )
 async def upload_attachment(
     principal: CurrentPrincipal,
-    session: DbSession,
-    resources: ResourcesDep,
+    db: DbSession,
+    settings: SettingsDep,
     file: UploadFile = File(description="PDF, plain text or Markdown"),
 ) -> JSONResponse:
     """Upload a document for your conversations; it is processed in the background."""
-    data = await read_upload(
-        file, resources.settings.max_upload_bytes, resources.settings.max_document_chars
-    )
-    attachment, duplicate = await service.upload(session, principal, data)
-    await session.refresh(attachment)
+    data = await read_upload(file, settings.max_upload_bytes, settings.max_document_chars)
+    attachment, duplicate = await service.upload(db, principal, data)
     body = AttachmentOut.model_validate(attachment).model_dump(mode="json")
     return JSONResponse(body, status_code=200 if duplicate else 201)
 
 
 @router.get("/attachments/{attachment_id}", response_model=AttachmentOut)
 async def read_attachment(
-    attachment_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> AttachmentOut:
-    return AttachmentOut.model_validate(await service.get_owned(session, principal, attachment_id))
+    return AttachmentOut.model_validate(await service.get_owned(db, principal, attachment_id))
 
 
 @router.delete("/attachments/{attachment_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_attachment(
-    attachment_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> None:
     """Delete the attachment with its text, chunks, embeddings and session links."""
-    await service.delete(session, principal, attachment_id)
+    await service.delete(db, principal, attachment_id)
 
 
 @router.get("/sessions/{session_id}/attachments", response_model=AttachmentList)
 async def list_session_attachments(
-    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> AttachmentList:
     """The documents active in this conversation."""
-    items = await service.in_session(session, principal, session_id)
+    items = await service.in_session(db, principal, session_id)
     return AttachmentList(items=[AttachmentOut.model_validate(a) for a in items])
 
 
@@ -64,17 +63,17 @@ async def list_session_attachments(
     "/sessions/{session_id}/attachments/{attachment_id}", status_code=status.HTTP_204_NO_CONTENT
 )
 async def activate_attachment(
-    session_id: uuid.UUID, attachment_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    session_id: uuid.UUID, attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> None:
     """Make one of your attachments part of this conversation's context."""
-    await service.activate(session, principal, session_id, attachment_id)
+    await service.activate(db, principal, session_id, attachment_id)
 
 
 @router.delete(
     "/sessions/{session_id}/attachments/{attachment_id}", status_code=status.HTTP_204_NO_CONTENT
 )
 async def deactivate_attachment(
-    session_id: uuid.UUID, attachment_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    session_id: uuid.UUID, attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> None:
     """Take an attachment out of this conversation (it stays in your attachments)."""
-    await service.deactivate(session, principal, session_id, attachment_id)
+    await service.deactivate(db, principal, session_id, attachment_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.repository import AuditLogRepository
 from app.auth.principal import Principal
 from app.models import AuditLog
 
@@ -25,7 +26,8 @@ async def record(
     resource: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> None:
-    db.add(
+    """Log that `actor` did `action` (to `target_user_id`'s data, on `resource`)."""
+    await AuditLogRepository(db, actor.tenant_id).add(
         AuditLog(
             tenant_id=actor.tenant_id,
             actor_user_id=actor.user_id,
@@ -35,4 +37,3 @@ async def record(
             details=details or {},
         )
     )
-    await db.flush()

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from app.auth import service
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
-from app.auth.repository import ApiKeyRepository
 from app.auth.schemas import (
     ApiKeyCreated,
     ApiKeyInfo,
@@ -22,9 +21,8 @@ from app.auth.schemas import (
     TokenResponse,
     UserResponse,
 )
-from app.auth.throttle import LoginThrottle
-from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import BadRequest, RefreshTokenReused, error_responses
+from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
+from app.core.errors import BadRequest, error_responses
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
@@ -92,44 +90,33 @@ async def issue_token(
     request: Request,
     response: Response,
     body: Annotated[LoginRequest, Depends(login_request)],
-    session: DbSession,
+    db: DbSession,
     settings: SettingsDep,
     redis: RedisDep,
 ) -> TokenResponse:
     """Log in with e-mail and password; returns an access and a refresh token."""
-    throttle = LoginThrottle(
-        redis,
-        max_failures=settings.login_max_failures,
-        window_seconds=settings.login_failure_window_seconds,
-    )
     # The peer, or the client a trusted proxy forwarded for (ClientAddressMiddleware).
     client = request.client.host if request.client else None
-    await throttle.reserve(body.email, client)
-    user = await service.authenticate_password(session, body.email, body.password, body.tenant)
-    await throttle.succeeded(body.email, client)
-    pair = await service.start_session(session, settings, user)
+    attempt = service.LoginAttempt(body.email, body.password, body.tenant, client)
+    pair = await service.login(db, settings, redis, attempt)
     _no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
 @router.post("/auth/refresh", response_model=TokenResponse, responses=error_responses(401))
 async def refresh_token(
-    body: RefreshRequest, response: Response, session: DbSession, settings: SettingsDep
+    body: RefreshRequest, response: Response, sessionmaker: SessionmakerDep, settings: SettingsDep
 ) -> TokenResponse:
     """Exchange a refresh token (once) for a new pair. A replayed token signs the session out."""
-    try:
-        pair = await service.refresh(session, settings, body.refresh_token)
-    except RefreshTokenReused:
-        await session.commit()  # the revocation must outlive this failed request
-        raise
+    pair = await service.refresh(sessionmaker, settings, body.refresh_token)
     _no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
 @router.post("/auth/logout", status_code=status.HTTP_204_NO_CONTENT)
-async def logout(principal: CurrentPrincipal, session: DbSession) -> None:
+async def logout(principal: CurrentPrincipal, db: DbSession) -> None:
     """Sign this login out: its refresh token and every token derived from it stop working."""
-    await service.logout(session, principal)
+    await service.logout(db, principal)
 
 
 @router.get("/me", response_model=MeResponse)
@@ -149,27 +136,26 @@ async def me(principal: CurrentPrincipal) -> MeResponse:
     responses=error_responses(409),
 )
 async def create_user(
-    body: CreateUserRequest, admin: AdminPrincipal, session: DbSession, settings: SettingsDep
+    body: CreateUserRequest, admin: AdminPrincipal, db: DbSession, settings: SettingsDep
 ) -> UserResponse:
     """Add a user to the admin's tenant."""
     user = await service.create_user(
-        session,
+        db,
         settings,
         admin.tenant_id,
         email=body.email,
         password=body.password,
         role=body.role,
     )
-    await session.refresh(user)
     return UserResponse.model_validate(user)
 
 
 @admin_router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
 async def create_api_key(
-    body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, session: DbSession
+    body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, db: DbSession
 ) -> ApiKeyCreated:
     """Create a server-to-server key acting as the admin. The key is shown only here."""
-    key, raw = await service.create_api_key(session, admin, name=body.name, role=body.role)
+    key, raw = await service.create_api_key(db, admin, name=body.name, role=body.role)
     _no_store(response)
     return ApiKeyCreated(
         id=key.id,
@@ -181,11 +167,11 @@ async def create_api_key(
 
 
 @admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
-async def list_api_keys(admin: AdminPrincipal, session: DbSession) -> list[ApiKeyInfo]:
-    keys = await ApiKeyRepository(session, admin.tenant_id).list()
+async def list_api_keys(admin: AdminPrincipal, db: DbSession) -> list[ApiKeyInfo]:
+    keys = await service.list_api_keys(db, admin)
     return [ApiKeyInfo.model_validate(key) for key in keys]
 
 
 @admin_router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, session: DbSession) -> None:
-    await service.revoke_api_key(session, admin, key_id)
+async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> None:
+    await service.revoke_api_key(db, admin, key_id)

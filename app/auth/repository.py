@@ -54,19 +54,19 @@ class ApiKeyRepository(TenantRepository[ApiKey]):
         return list(result.scalars())
 
 
-async def find_login_candidates(session: AsyncSession, email: str) -> list[User]:
+async def find_login_candidates(db: AsyncSession, email: str) -> list[User]:
     """Users with this e-mail in any tenant (the `users_login` policy)."""
-    async with lookup_scope(session, LOGIN_EMAIL, email):
-        result = await session.execute(
+    async with lookup_scope(db, LOGIN_EMAIL, email):
+        result = await db.execute(
             select(User).where(User.email == email).order_by(User.tenant_id).limit(50)
         )
         return list(result.scalars())
 
 
-async def find_api_key(session: AsyncSession, key_hash: str) -> ApiKey | None:
+async def find_api_key(db: AsyncSession, key_hash: str) -> ApiKey | None:
     """The live key with this hash, whatever its tenant (the `api_keys_lookup` policy)."""
-    async with lookup_scope(session, API_KEY_HASH, key_hash):
-        result = await session.execute(
+    async with lookup_scope(db, API_KEY_HASH, key_hash):
+        result = await db.execute(
             select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
         )
         return result.scalar_one_or_none()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
@@ -19,6 +20,7 @@ from app.auth.repository import (
     UserRepository,
     find_login_candidates,
 )
+from app.auth.throttle import LoginThrottle
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.core.errors import (
@@ -28,6 +30,7 @@ from app.core.errors import (
     Unauthorized,
     UnprocessableEntity,
 )
+from app.core.redis import RedisHandle
 from app.models import ApiKey, User
 from app.tenants.repository import get_tenant
 
@@ -37,19 +40,30 @@ _BAD_CREDENTIALS = (
 )
 
 
-async def _matches_tenant(session: AsyncSession, user: User, tenant: str) -> bool:
+@dataclass(frozen=True)
+class LoginAttempt:
+    """What a login presents: credentials, the tenant (when the e-mail is in several), and
+    the client address it came from (the peer, or whom a trusted proxy forwarded for)."""
+
+    email: str
+    password: str
+    tenant: str | None
+    client: str | None
+
+
+async def _matches_tenant(db: AsyncSession, user: User, tenant: str) -> bool:
     try:
         return user.tenant_id == uuid.UUID(tenant)
     except ValueError:
         pass
-    await scope_to_tenant(session, user.tenant_id)
-    found = await get_tenant(session, user.tenant_id)
-    await scope_to_tenant(session, None)
+    await scope_to_tenant(db, user.tenant_id)
+    found = await get_tenant(db, user.tenant_id)
+    await scope_to_tenant(db, None)
     return found is not None and found.name == " ".join(tenant.split())
 
 
 async def authenticate_password(
-    session: AsyncSession, email: str, password: str, tenant: str | None
+    db: AsyncSession, email: str, password: str, tenant: str | None
 ) -> User:
     """The one user these credentials belong to, or 401.
 
@@ -58,9 +72,9 @@ async def authenticate_password(
     first account (by tenant id) when several have it and none is given. Verifying each of them
     made an e-mail present in several tenants take twice as long, which revealed it.
     """
-    candidates = await find_login_candidates(session, email)
+    candidates = await find_login_candidates(db, email)
     if tenant is not None:
-        candidates = [u for u in candidates if await _matches_tenant(session, u, tenant)]
+        candidates = [u for u in candidates if await _matches_tenant(db, u, tenant)]
     checked = candidates[0] if candidates else None
     verified = await verify_password(checked.password_hash if checked else None, password)
     if checked is None or not verified:
@@ -74,34 +88,69 @@ async def authenticate_password(
     return checked
 
 
-async def start_session(session: AsyncSession, settings: Settings, user: User) -> tokens.TokenPair:
+async def start_session(db: AsyncSession, settings: Settings, user: User) -> tokens.TokenPair:
     """A new token family for this login, and its first pair."""
-    await scope_to_tenant(session, user.tenant_id)
+    await scope_to_tenant(db, user.tenant_id)
     expires = datetime.now(UTC) + timedelta(seconds=settings.refresh_token_ttl_seconds)
-    family = await RefreshFamilyRepository(session, user.tenant_id).start(user.id, expires)
+    family = await RefreshFamilyRepository(db, user.tenant_id).start(user.id, expires)
     return tokens.issue_pair(
         settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
     )
 
 
+async def login(
+    db: AsyncSession,
+    settings: Settings,
+    redis: RedisHandle,
+    login: LoginAttempt,
+) -> tokens.TokenPair:
+    """Log in with e-mail and password, throttled per e-mail and client; a new token pair."""
+    throttle = LoginThrottle(
+        redis,
+        max_failures=settings.login_max_failures,
+        window_seconds=settings.login_failure_window_seconds,
+    )
+    await throttle.reserve(login.email, login.client)
+    user = await authenticate_password(db, login.email, login.password, login.tenant)
+    await throttle.succeeded(login.email, login.client)
+    return await start_session(db, settings, user)
+
+
 async def refresh(
-    session: AsyncSession, settings: Settings, refresh_token: str
+    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, refresh_token: str
 ) -> tokens.TokenPair:
     """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
-    (raising `RefreshTokenReused` after the revocation was written: commit it)."""
+    and raises `RefreshTokenReused`.
+
+    The exchange owns its transaction (a session of its own, not the request's): a replay's
+    revocation must be stored although the request fails, and the request dependency rolls
+    back a failed request. So the revocation commits here, then the error is raised.
+    """
     claims = tokens.decode(settings, refresh_token, "refresh")
-    await scope_to_tenant(session, claims.tenant_id)
-    families = RefreshFamilyRepository(session, claims.tenant_id)
+    async with sessionmaker() as db:
+        await scope_to_tenant(db, claims.tenant_id)
+        async with db.begin():
+            pair = await _rotate(db, settings, claims)
+    if pair is None:
+        raise RefreshTokenReused(
+            "This refresh token was already used; the session is signed out.",
+            code="token_reused",
+        )
+    return pair
+
+
+async def _rotate(
+    db: AsyncSession, settings: Settings, claims: tokens.TokenClaims
+) -> tokens.TokenPair | None:
+    """The new pair; None (the family revoked) when the token was used before."""
+    families = RefreshFamilyRepository(db, claims.tenant_id)
     family = await families.lock(claims.family, claims.user_id)
     if family is None or family.revoked_at is not None:
         raise Unauthorized("This session was signed out.", code="token_revoked")
     if not await families.record_use(family.id, claims.jti):
         await families.revoke(family.id)
-        raise RefreshTokenReused(
-            "This refresh token was already used; the session is signed out.",
-            code="token_reused",
-        )
-    user = await UserRepository(session, claims.tenant_id).get(claims.user_id)
+        return None
+    user = await UserRepository(db, claims.tenant_id).get(claims.user_id)
     if user is None:
         raise Unauthorized("The account no longer exists.", code="unknown_account")
     return tokens.issue_pair(
@@ -109,9 +158,9 @@ async def refresh(
     )
 
 
-async def logout(session: AsyncSession, principal: Principal) -> None:
+async def logout(db: AsyncSession, principal: Principal) -> None:
     if principal.token_family is not None:
-        await RefreshFamilyRepository(session, principal.tenant_id).revoke(principal.token_family)
+        await RefreshFamilyRepository(db, principal.tenant_id).revoke(principal.token_family)
 
 
 def check_new_password(settings: Settings, password: str) -> None:
@@ -126,7 +175,7 @@ def check_new_password(settings: Settings, password: str) -> None:
 
 
 async def create_user(
-    session: AsyncSession,
+    db: AsyncSession,
     settings: Settings,
     tenant_id: uuid.UUID,
     *,
@@ -134,8 +183,9 @@ async def create_user(
     password: str,
     role: str,
 ) -> User:
+    """A new user of the tenant (409 when the e-mail is taken there)."""
     check_new_password(settings, password)
-    users = UserRepository(session, tenant_id)
+    users = UserRepository(db, tenant_id)
     if await users.by_email(email) is not None:
         raise Conflict("A user with this e-mail already exists.", code="user_exists")
     user = User(
@@ -145,16 +195,17 @@ async def create_user(
         role=role,
     )
     try:
-        async with session.begin_nested():
+        async with db.begin_nested():
             users.add(user)
-            await session.flush()
+            await db.flush()
     except IntegrityError as exc:
         raise Conflict("A user with this e-mail already exists.", code="user_exists") from exc
+    await db.refresh(user)
     return user
 
 
 async def create_api_key(
-    session: AsyncSession, principal: Principal, *, name: str, role: str
+    db: AsyncSession, principal: Principal, *, name: str, role: str
 ) -> tuple[ApiKey, str]:
     """A new key acting as `principal`, with at most the principal's role."""
     if role not in ROLE_RANK:
@@ -170,14 +221,20 @@ async def create_api_key(
         key_hash=hash_api_key(raw),
         role=role,
     )
-    ApiKeyRepository(session, principal.tenant_id).add(key)
-    await session.flush()
+    ApiKeyRepository(db, principal.tenant_id).add(key)
+    await db.flush()
     return key, raw
 
 
-async def revoke_api_key(session: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:
-    key = await ApiKeyRepository(session, principal.tenant_id).get(key_id)
+async def list_api_keys(db: AsyncSession, principal: Principal) -> list[ApiKey]:
+    """The tenant's API keys, newest first."""
+    return await ApiKeyRepository(db, principal.tenant_id).list()
+
+
+async def revoke_api_key(db: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:
+    """Revoke one of the tenant's live keys (404 when there is none)."""
+    key = await ApiKeyRepository(db, principal.tenant_id).get(key_id)
     if key is None or key.revoked_at is not None:
         raise NotFound("No such API key.")
     key.revoked_at = datetime.now(UTC)
-    await session.flush()
+    await db.flush()

@@ -1,8 +1,8 @@
 """Background jobs, enqueued only after the transaction that created their data commits.
 
-A job buffered on a session is handed to the runner in `after_commit` and dropped on
-rollback, so a worker never looks for a row that was not stored. The runner is Celery when a
-broker is configured (`CELERY_BROKER_URL`), else an in-process task runner.
+A job is one use of the `on_commit` hook: handed to the runner once the session commits and
+dropped on rollback, so a worker never looks for a row that was not stored. The runner is
+Celery when a broker is configured (`CELERY_BROKER_URL`), else an in-process task runner.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import event
-from sqlalchemy.orm import Session
+from app.core.on_commit import on_commit
 
 logger = logging.getLogger(__name__)
 
-PENDING = "threadline.pending_jobs"
 RUNNER = "threadline.job_runner"
 
 
@@ -32,26 +30,18 @@ class JobRunner(Protocol):
     def submit(self, job: Job) -> None: ...
 
 
-def enqueue_after_commit(session: Any, job: Job) -> None:
-    """Buffer `job` on the (async or sync) session until its transaction commits."""
-    info = session.info
-    info.setdefault(PENDING, []).append(job)
+def enqueue_after_commit(db: Any, job: Job) -> None:
+    """Hand `job` to the session's runner once the (async or sync) session commits."""
+    info = db.info
+    on_commit(db, lambda: _submit(info, job))
 
 
-@event.listens_for(Session, "after_commit")
-def _dispatch(session: Session) -> None:
-    jobs: list[Job] = session.info.pop(PENDING, [])
-    runner: JobRunner | None = session.info.get(RUNNER)
-    if jobs and runner is None:
-        logger.error("jobs committed without a runner", extra={"jobs": [j.name for j in jobs]})
-    for job in jobs:
-        assert runner is not None
-        runner.submit(job)
-
-
-@event.listens_for(Session, "after_rollback")
-def _drop(session: Session) -> None:
-    session.info.pop(PENDING, None)
+def _submit(info: dict[str, Any], job: Job) -> None:
+    runner: JobRunner | None = info.get(RUNNER)
+    if runner is None:
+        logger.error("job committed without a runner", extra={"jobs": [job.name]})
+        return
+    runner.submit(job)
 
 
 Handler = Callable[..., Awaitable[Any]]

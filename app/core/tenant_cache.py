@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -33,3 +33,9 @@ class TenantCache(Generic[T]):
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         """Forget a tenant's value in this process, so the next read fetches it."""
         self._known.pop(tenant_id, None)
+
+
+class TenantInvalidator(Protocol):
+    """Something cached per tenant that a change to the tenant's data must clear."""
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None: ...

@@ -7,13 +7,12 @@ from datetime import datetime
 
 from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy import func, select
 
 from app.auth.principal import AdminPrincipal
-from app.core.deps import DbSession, ResourcesDep
-from app.core.errors import Conflict, error_responses
+from app.core.deps import DbSession
+from app.core.errors import error_responses
 from app.faqs import service
-from app.models import Faq
+from app.faqs.deps import EmbedderDep, PolicyCacheDep
 
 router = APIRouter(prefix="/admin/faqs", tags=["admin"])
 
@@ -56,36 +55,31 @@ class FaqList(BaseModel):
     responses=error_responses(409),
 )
 async def create_faq(
-    body: FaqIn, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    body: FaqIn,
+    admin: AdminPrincipal,
+    db: DbSession,
+    embedder: EmbedderDep,
+    policies: PolicyCacheDep,
 ) -> FaqCreated:
-    count = await session.scalar(
-        select(func.count()).select_from(Faq).where(Faq.tenant_id == admin.tenant_id)
-    )
-    if (count or 0) >= service.MAX_FAQS:
-        raise Conflict(f"A tenant has at most {service.MAX_FAQS} FAQ entries.", code="faq_limit")
     faq = await service.create_faq(
-        session, resources.retriever.embedder, admin.tenant_id, body.question, body.answer
+        db, embedder, policies, admin.tenant_id, body.question, body.answer
     )
-    await session.commit()  # before the cache forgets: a turn must not re-cache the old count
-    resources.turn_context.policies.invalidate(admin.tenant_id)
     return FaqCreated(id=faq.id)
 
 
 @router.get("", response_model=FaqList)
-async def list_faqs(admin: AdminPrincipal, session: DbSession) -> FaqList:
-    items = await service.list_faqs(session, admin.tenant_id)
+async def list_faqs(admin: AdminPrincipal, db: DbSession) -> FaqList:
+    items = await service.list_faqs(db, admin.tenant_id)
     return FaqList(items=[FaqOut.model_validate(f) for f in items])
 
 
 @router.get("/{faq_id}", response_model=FaqOut)
-async def read_faq(faq_id: uuid.UUID, admin: AdminPrincipal, session: DbSession) -> FaqOut:
-    return FaqOut.model_validate(await service.get_faq(session, admin.tenant_id, faq_id))
+async def read_faq(faq_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> FaqOut:
+    return FaqOut.model_validate(await service.get_faq(db, admin.tenant_id, faq_id))
 
 
 @router.delete("/{faq_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_faq(
-    faq_id: uuid.UUID, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    faq_id: uuid.UUID, admin: AdminPrincipal, db: DbSession, policies: PolicyCacheDep
 ) -> None:
-    await service.delete_faq(session, admin.tenant_id, faq_id)
-    await session.commit()
-    resources.turn_context.policies.invalidate(admin.tenant_id)
+    await service.delete_faq(db, policies, admin.tenant_id, faq_id)

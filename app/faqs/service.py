@@ -1,15 +1,22 @@
-"""FAQ entries: create (the question is embedded once, here), list, read, delete, match."""
+"""FAQ entries: create (the question is embedded once, here), list, read, delete, match.
+
+A change to a tenant's entries makes the tenant's cached guardrail policy (which counts them)
+forget the tenant once the change commits, never before: a turn must not re-cache the old
+count from a transaction that cannot see the change yet.
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
+from app.core.on_commit import on_commit
+from app.core.tenant_cache import TenantInvalidator
 from app.embeddings.base import Embedder
+from app.faqs.repository import FaqRepository
 from app.models import Faq
 
 MAX_FAQS = 1000
@@ -17,6 +24,8 @@ MAX_FAQS = 1000
 
 @dataclass(frozen=True)
 class FaqMatch:
+    """The FAQ entry nearest a question, with its cosine similarity."""
+
     id: str
     question: str
     answer: str
@@ -24,51 +33,54 @@ class FaqMatch:
 
 
 async def create_faq(
-    db: AsyncSession, embedder: Embedder, tenant_id: uuid.UUID, question: str, answer: str
+    db: AsyncSession,
+    embedder: Embedder,
+    policies: TenantInvalidator,
+    tenant_id: uuid.UUID,
+    question: str,
+    answer: str,
 ) -> Faq:
+    """Store a new entry (at most MAX_FAQS per tenant), its question embedded."""
+    repository = FaqRepository(db, tenant_id)
+    if await repository.count() >= MAX_FAQS:
+        raise Conflict(f"A tenant has at most {MAX_FAQS} FAQ entries.", code="faq_limit")
     [vector] = await embedder.embed([question])
     faq = Faq(tenant_id=tenant_id, id=uuid.uuid4(), question=question, answer=answer)
     faq.embedding = vector
-    db.add(faq)
+    repository.add(faq)
     await db.flush()
+    on_commit(db, lambda: policies.invalidate(tenant_id))
     return faq
 
 
 async def list_faqs(db: AsyncSession, tenant_id: uuid.UUID) -> list[Faq]:
-    rows = await db.execute(
-        select(Faq).where(Faq.tenant_id == tenant_id).order_by(Faq.created_at, Faq.id)
-    )
-    return list(rows.scalars())
+    """The tenant's entries, oldest first."""
+    return await FaqRepository(db, tenant_id).oldest_first()
 
 
 async def get_faq(db: AsyncSession, tenant_id: uuid.UUID, faq_id: uuid.UUID) -> Faq:
-    faq = await db.get(Faq, (tenant_id, faq_id))
+    """One entry of the tenant's (404 when there is none)."""
+    faq = await FaqRepository(db, tenant_id).get(faq_id)
     if faq is None:
         raise NotFound("No such FAQ entry.", code="faq_not_found")
     return faq
 
 
-async def delete_faq(db: AsyncSession, tenant_id: uuid.UUID, faq_id: uuid.UUID) -> None:
-    deleted = await db.execute(
-        delete(Faq).where(Faq.tenant_id == tenant_id, Faq.id == faq_id).returning(Faq.id)
-    )
-    if deleted.scalar_one_or_none() is None:
+async def delete_faq(
+    db: AsyncSession, policies: TenantInvalidator, tenant_id: uuid.UUID, faq_id: uuid.UUID
+) -> None:
+    """Delete one entry of the tenant's (404 when there is none)."""
+    if not await FaqRepository(db, tenant_id).delete_by_id(faq_id):
         raise NotFound("No such FAQ entry.", code="faq_not_found")
+    on_commit(db, lambda: policies.invalidate(tenant_id))
 
 
 async def closest_faq(
     db: AsyncSession, tenant_id: uuid.UUID, vector: list[float]
 ) -> FaqMatch | None:
     """The tenant's FAQ entry closest to `vector` (cosine), with its similarity."""
-    distance = Faq.embedding.cosine_distance(vector)
-    row = (
-        await db.execute(
-            select(Faq.id, Faq.question, Faq.answer, distance.label("distance"))
-            .where(Faq.tenant_id == tenant_id)
-            .order_by(distance)
-            .limit(1)
-        )
-    ).one_or_none()
-    if row is None:
+    found = await FaqRepository(db, tenant_id).closest(vector)
+    if found is None:
         return None
-    return FaqMatch(str(row.id), row.question, row.answer, round(1.0 - float(row.distance), 6))
+    faq_id, question, answer, distance = found
+    return FaqMatch(str(faq_id), question, answer, round(1.0 - distance, 6))

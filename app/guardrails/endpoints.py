@@ -5,50 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import select
 
 from app.auth.principal import AdminPrincipal
-from app.core.deps import DbSession, ResourcesDep
-from app.guardrails.policy import SETTINGS_KEY, GuardrailOverrides, resolve
-from app.models import Tenant
+from app.core.deps import DbSession, SettingsDep
+from app.guardrails import service
+from app.guardrails.deps import PoliciesDep
+from app.guardrails.policy import GuardrailOverrides
 
 router = APIRouter(prefix="/admin/guardrails", tags=["admin"])
 
 
-def _effective(resources: ResourcesDep, stored: dict[str, Any]) -> dict[str, Any]:
-    policy = resolve(resources.settings, stored, 0)
-    return {
-        "overrides": policy.overrides,
-        "effective": {
-            "injection": policy.injection,
-            "abuse": policy.abuse,
-            "pii": policy.pii,
-            "topics": list(policy.topics),
-            "faq_threshold": policy.faq_threshold,
-            "smalltalk": policy.smalltalk,
-        },
-    }
-
-
 @router.get("")
 async def read_guardrails(
-    admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    admin: AdminPrincipal, db: DbSession, settings: SettingsDep
 ) -> dict[str, Any]:
     """The tenant's overrides and the policy in effect (overrides over platform defaults)."""
-    settings = await session.scalar(select(Tenant.settings).where(Tenant.id == admin.tenant_id))
-    return _effective(resources, (settings or {}).get(SETTINGS_KEY) or {})
+    return await service.read_policy(db, settings, admin.tenant_id)
 
 
 @router.put("")
 async def set_guardrails(
-    body: GuardrailOverrides, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    body: GuardrailOverrides,
+    admin: AdminPrincipal,
+    db: DbSession,
+    settings: SettingsDep,
+    policies: PoliciesDep,
 ) -> dict[str, Any]:
     """Replace the tenant's overrides; null fields fall back to the platform defaults."""
-    tenant = (
-        await session.execute(select(Tenant).where(Tenant.id == admin.tenant_id))
-    ).scalar_one()
-    stored = body.model_dump(exclude_none=True)
-    tenant.settings = {**(tenant.settings or {}), SETTINGS_KEY: stored}
-    await session.commit()
-    resources.turn_context.policies.invalidate(admin.tenant_id)
-    return _effective(resources, stored)
+    return await service.set_policy(db, settings, policies, admin.tenant_id, body)

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.json_types import json_number
 from app.core.tenant_cache import TenantCache
-from app.models import Faq, Tenant
+from app.guardrails.repository import policy_inputs
 
 Action = Literal["block", "flag", "off"]
 SETTINGS_KEY = "guardrails"
@@ -88,14 +87,9 @@ class TenantPolicies:
         return self._known.get(tenant_id)
 
     async def load(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
-        faq_count = select(func.count()).select_from(Faq).where(Faq.tenant_id == tenant_id)
-        row = (
-            await db.execute(
-                select(Tenant.settings, faq_count.scalar_subquery()).where(Tenant.id == tenant_id)
-            )
-        ).one_or_none()
-        stored, count = (row[0] or {}, int(row[1])) if row is not None else ({}, 0)
+        stored, count = await policy_inputs(db, tenant_id)
         return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
+        """Forget the tenant's policy now (call through `on_commit`, after the change is stored)."""
         self._known.invalidate(tenant_id)

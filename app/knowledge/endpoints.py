@@ -1,3 +1,5 @@
+"""/kb: tenant admins add, list and delete knowledge-base documents; anyone searches it."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +13,12 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
-from app.core.deps import DbSession, ResourcesDep
+from app.core.deps import DbSession, SettingsDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.core.text import snippet
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
+from app.knowledge.deps import KbStatusDep, RetrieverDep
 from app.knowledge.schemas import (
     DocumentAccepted,
     DocumentOut,
@@ -59,7 +62,7 @@ _BODY = {
     responses={200: {"model": DocumentAccepted, "description": "Already in the knowledge base"}},
 )
 async def add_document(
-    request: Request, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    request: Request, admin: AdminPrincipal, db: DbSession, settings: SettingsDep
 ) -> Any:
     """Add a file (PDF, text, Markdown) or a text; it is ingested in the background.
     The same content again returns the existing document (200)."""
@@ -68,9 +71,7 @@ async def add_document(
         file = form.get("file")
         if file is None or isinstance(file, str):
             raise UnprocessableEntity("Send the document as the multipart field `file`.")
-        upload = await read_upload(
-            file, resources.settings.max_upload_bytes, resources.settings.max_document_chars
-        )
+        upload = await read_upload(file, settings.max_upload_bytes, settings.max_document_chars)
         title, external_id = form.get("title"), form.get("external_id")
         metadata = _metadata(form.get("metadata"))
         title = title if isinstance(title, str) else None
@@ -81,12 +82,12 @@ async def add_document(
         except ValidationError as exc:
             raise _as_request_error(exc) from exc
         upload = replace(
-            from_bytes(body.text.encode(), None, resources.settings.max_document_chars),
+            from_bytes(body.text.encode(), None, settings.max_document_chars),
             content_type=body.content_type,
         )
         title, external_id, metadata = body.title, body.external_id, body.metadata
     document, duplicate = await service.add_document(
-        session,
+        db,
         admin.tenant_id,
         upload,
         title=title,
@@ -119,12 +120,12 @@ def _as_request_error(exc: ValidationError) -> RequestValidationError:
 @router.get("/documents", response_model=DocumentPage, responses=error_responses(400))
 async def list_documents(
     admin: AdminPrincipal,
-    session: DbSession,
+    db: DbSession,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> DocumentPage:
     """The tenant's documents with their ingestion status and progress, newest first."""
-    items, next_cursor = await service.list_documents(session, admin, limit=limit, cursor=cursor)
+    items, next_cursor = await service.list_documents(db, admin, limit=limit, cursor=cursor)
     return DocumentPage(
         items=[DocumentOut.model_validate(d) for d in items], next_cursor=next_cursor
     )
@@ -132,26 +133,25 @@ async def list_documents(
 
 @router.get("/documents/{document_id}", response_model=DocumentOut)
 async def read_document(
-    document_id: uuid.UUID, admin: AdminPrincipal, session: DbSession
+    document_id: uuid.UUID, admin: AdminPrincipal, db: DbSession
 ) -> DocumentOut:
-    return DocumentOut.model_validate(await service.get_document(session, admin, document_id))
+    return DocumentOut.model_validate(await service.get_document(db, admin, document_id))
 
 
 @router.delete("/documents/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_document(
-    document_id: uuid.UUID, admin: AdminPrincipal, session: DbSession, resources: ResourcesDep
+    document_id: uuid.UUID, admin: AdminPrincipal, db: DbSession, kb_status: KbStatusDep
 ) -> None:
     """Delete the document with its chunks and embeddings."""
-    await service.delete_document(session, admin, document_id)
-    resources.turn_context.kb_status.invalidate(admin.tenant_id)
+    await service.delete_document(db, kb_status, admin, document_id)
 
 
 @router.post("/search", response_model=SearchOut)
 async def search(
-    body: SearchIn, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+    body: SearchIn, principal: CurrentPrincipal, db: DbSession, retriever: RetrieverDep
 ) -> SearchOut:
     """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
-    hits = await resources.retriever.search_hits(session, principal.tenant_id, body.query, k=body.k)
+    hits = await service.search(db, retriever, principal.tenant_id, body.query, k=body.k)
     return SearchOut(
         items=[
             SearchHit(

@@ -10,15 +10,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.principal import Principal
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
+from app.core.on_commit import on_commit
 from app.core.pagination import Cursor, split_page
+from app.core.tenant_cache import TenantInvalidator
 from app.ingestion.jobs import ingest_job
 from app.ingestion.uploads import Upload
 from app.knowledge.repository import DocumentRepository
 from app.models import KbDocument
+from app.retrieval.hybrid import Hit, HybridRetriever
 
 
 async def add_document(
-    session: AsyncSession,
+    db: AsyncSession,
     tenant_id: uuid.UUID,
     upload: Upload,
     *,
@@ -30,7 +33,7 @@ async def add_document(
 ) -> tuple[KbDocument, bool]:
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
     the existing one with the same content in this tenant (`True`: a duplicate)."""
-    documents = DocumentRepository(session, tenant_id)
+    documents = DocumentRepository(db, tenant_id)
     for _ in range(3):  # the copy that was in the way can be deleted before it is read
         document = await documents.insert_new(
             id=uuid.uuid4(),
@@ -47,34 +50,43 @@ async def add_document(
             continue
         if existing.status == "failed" and enqueue:  # uploading it again means: try again
             existing.status, existing.error, existing.progress = "pending", None, 0.0
-            enqueue_after_commit(session, ingest_job("kb", tenant_id, existing.id))
+            enqueue_after_commit(db, ingest_job("kb", tenant_id, existing.id))
         return existing, True
     else:
         raise Conflict("The same file is being added and deleted; try again.", code="busy")
     if enqueue:
-        enqueue_after_commit(session, ingest_job("kb", tenant_id, document.id))
+        enqueue_after_commit(db, ingest_job("kb", tenant_id, document.id))
     return document, False
 
 
-async def get_document(
-    session: AsyncSession, principal: Principal, doc_id: uuid.UUID
-) -> KbDocument:
-    document = await DocumentRepository(session, principal.tenant_id).get(doc_id)
+async def get_document(db: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> KbDocument:
+    document = await DocumentRepository(db, principal.tenant_id).get(doc_id)
     if document is None:
         raise NotFound("No such document.", code="document_not_found")
     return document
 
 
-async def delete_document(session: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> None:
-    """The document goes with its chunks and embeddings (ON DELETE CASCADE)."""
-    document = await get_document(session, principal, doc_id)
-    await session.delete(document)
-    await session.flush()
+async def delete_document(
+    db: AsyncSession, kb_status: TenantInvalidator, principal: Principal, doc_id: uuid.UUID
+) -> None:
+    """The document goes with its chunks and embeddings (ON DELETE CASCADE); once that
+    commits, the cached "has documents" answer for the tenant is forgotten."""
+    document = await get_document(db, principal, doc_id)
+    await DocumentRepository(db, principal.tenant_id).delete(document)
+    await db.flush()
+    on_commit(db, lambda: kb_status.invalidate(principal.tenant_id))
 
 
 async def list_documents(
-    session: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+    db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
 ) -> tuple[list[KbDocument], str | None]:
     after = Cursor.decode(cursor) if cursor else None
-    rows = await DocumentRepository(session, principal.tenant_id).page(limit=limit, after=after)
+    rows = await DocumentRepository(db, principal.tenant_id).page(limit=limit, after=after)
     return split_page(rows, limit)
+
+
+async def search(
+    db: AsyncSession, retriever: HybridRetriever, tenant_id: uuid.UUID, query: str, *, k: int
+) -> list[Hit]:
+    """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
+    return await retriever.search_hits(db, tenant_id, query, k=k)

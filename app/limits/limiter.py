@@ -21,16 +21,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle
 from app.core.tenant_cache import TenantCache
-from app.models import Tenant
 from app.observability import metrics
 from app.privacy.marks import mark_key
+from app.tenants.repository import tenant_settings
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +83,8 @@ class UsageLimiter:
         """The tenant's limits; its overrides are cached briefly, like its other settings."""
         overrides = self._overrides.get(tenant_id)
         if overrides is None:
-            stored = await db.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
-            overrides = dict((stored or {}).get("limits") or {})
+            stored = await tenant_settings(db, tenant_id)
+            overrides = dict(stored.get("limits") or {})
             self._overrides.put(tenant_id, overrides, self.cache_seconds)
         return self.defaults.overridden(overrides)
 

@@ -14,23 +14,13 @@ import logging
 import re
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict
 from app.core.redis import RedisHandle
-from app.models import (
-    Attachment,
-    AttachmentChunk,
-    ChatSession,
-    KbDocument,
-    QueryHistory,
-    SessionAttachment,
-    User,
-)
-from app.privacy.checkpoints import delete_threads
+from app.privacy.repository.checkpoints import delete_threads
+from app.privacy.repository.erasure import ErasureRepository
 
 logger = logging.getLogger(__name__)
 
@@ -56,23 +46,11 @@ class Erased:
         return counts
 
 
-def _rows(result: Any) -> int:
-    return int(cast(CursorResult[Any], result).rowcount)
-
-
 async def refuse_last_admin(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
     """409 `last_admin` when the user is the tenant's only admin: nobody could then manage
     its users, keys or knowledge base. The admins are locked until the erasure commits, so
     two admins erasing each other at once cannot both succeed."""
-    admins = (
-        await db.execute(
-            select(User.id)
-            .where(User.tenant_id == tenant_id, User.role == "admin")
-            .order_by(User.id)
-            .with_for_update()
-        )
-    ).scalars()
-    if list(admins) == [user_id]:
+    if await ErasureRepository(db, tenant_id).lock_admins() == [user_id]:
         raise Conflict(
             "This is the tenant's last admin: make another user admin first.",
             code="last_admin",
@@ -81,81 +59,37 @@ async def refuse_last_admin(db: AsyncSession, tenant_id: uuid.UUID, user_id: uui
 
 async def erase_user(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> Erased:
     """Remove the user's data in `db`'s transaction; nothing (all zeros) if they are gone."""
+    rows = ErasureRepository(db, tenant_id)
     erased = Erased()
     # Locks the user: a concurrent erasure of the same user waits, then finds nothing.
-    found = await db.execute(
-        select(User.id).where(User.tenant_id == tenant_id, User.id == user_id).with_for_update()
-    )
-    if found.scalar_one_or_none() is None:
+    if not await rows.lock_user(user_id):
         return erased
     erased.ids.add(str(user_id))
-    session_ids = list(
-        (
-            await db.execute(
-                select(ChatSession.id).where(
-                    ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id
-                )
-            )
-        ).scalars()
-    )
-    attachment_ids = select(Attachment.id).where(
-        Attachment.tenant_id == tenant_id, Attachment.user_id == user_id
-    )
-    turn_ids = (
-        await db.execute(
-            delete(QueryHistory)
-            .where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id)
-            .returning(QueryHistory.id)
-        )
-    ).scalars()
-    turn_list = [str(t) for t in turn_ids]
-    erased.turns = len(turn_list)
-    erased.ids.update(turn_list)
+    session_ids = await rows.session_ids(user_id)
+    await _erase_turns(rows, user_id, erased)
     # Before the sessions: the checkpoint policy finds a thread through its session.
     erased.checkpoints = await delete_threads(db, session_ids)
-    await db.execute(
-        delete(SessionAttachment).where(
-            SessionAttachment.tenant_id == tenant_id,
-            SessionAttachment.session_id.in_(session_ids)
-            | SessionAttachment.attachment_id.in_(attachment_ids),
-        )
-    )
-    erased.chunks = _rows(
-        await db.execute(
-            delete(AttachmentChunk).where(
-                AttachmentChunk.tenant_id == tenant_id,
-                AttachmentChunk.attachment_id.in_(attachment_ids),
-            )
-        )
-    )
-    removed_attachments = (
-        await db.execute(
-            delete(Attachment)
-            .where(Attachment.tenant_id == tenant_id, Attachment.user_id == user_id)
-            .returning(Attachment.id)
-        )
-    ).scalars()
-    attachment_list = [str(a) for a in removed_attachments]
-    erased.attachments = len(attachment_list)
-    erased.ids.update(attachment_list)
-    erased.sessions = _rows(
-        await db.execute(
-            delete(ChatSession).where(
-                ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id
-            )
-        )
-    )
+    await rows.delete_session_links(user_id, session_ids)
+    await _erase_attachments(rows, user_id, erased)
+    erased.sessions = await rows.delete_sessions(user_id)
     erased.ids.update(str(s) for s in session_ids)
-    await db.execute(
-        update(KbDocument)
-        .where(KbDocument.tenant_id == tenant_id, KbDocument.created_by == user_id)
-        .values(created_by=None)
-    )
+    await rows.forget_document_authorship(user_id)
     # API keys and refresh-token families go with the user (ON DELETE CASCADE).
-    erased.users = _rows(
-        await db.execute(delete(User).where(User.tenant_id == tenant_id, User.id == user_id))
-    )
+    erased.users = await rows.delete_user(user_id)
     return erased
+
+
+async def _erase_turns(rows: ErasureRepository, user_id: uuid.UUID, erased: Erased) -> None:
+    turn_ids = await rows.delete_turns(user_id)
+    erased.turns = len(turn_ids)
+    erased.ids.update(turn_ids)
+
+
+async def _erase_attachments(rows: ErasureRepository, user_id: uuid.UUID, erased: Erased) -> None:
+    erased.chunks = await rows.delete_attachment_chunks(user_id)
+    attachment_ids = await rows.delete_attachments(user_id)
+    erased.attachments = len(attachment_ids)
+    erased.ids.update(attachment_ids)
 
 
 async def purge_cache_keys(redis: RedisHandle, ids: set[str]) -> int:

@@ -13,21 +13,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import scope_to_tenant
-from app.models import (
-    ApiKey,
-    Attachment,
-    AuditLog,
-    ChatSession,
-    KbDocument,
-    QueryHistory,
-    RefreshTokenFamily,
-    SessionAttachment,
-    User,
-)
+from app.privacy.repository.export import json_batches, profile, sections
 
 FORMAT_VERSION = 1
 
@@ -44,152 +33,6 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _sections(
-    tenant_id: uuid.UUID, user_id: uuid.UUID
-) -> list[tuple[str, Select[Any], tuple[str, ...]]]:
-    """Each top-level list of the export, the query of its rows, and their order."""
-    return [
-        (
-            "sessions",
-            select(
-                ChatSession.id,
-                ChatSession.title,
-                ChatSession.summary,
-                ChatSession.summarized_turns,
-                ChatSession.created_at,
-                ChatSession.updated_at,
-            ).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id),
-            ("created_at", "id"),
-        ),
-        (
-            "turns",
-            select(
-                QueryHistory.id,
-                QueryHistory.session_id,
-                QueryHistory.user_query,
-                QueryHistory.answer,
-                QueryHistory.status,
-                QueryHistory.query_composition,
-                QueryHistory.context_metadata,
-                QueryHistory.attachment_ids,
-                QueryHistory.model,
-                QueryHistory.prompt_tokens,
-                QueryHistory.completion_tokens,
-                QueryHistory.latency_ms,
-                QueryHistory.created_at,
-                QueryHistory.completed_at,
-            ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id),
-            ("created_at", "id"),
-        ),
-        (
-            "attachments",
-            select(
-                Attachment.id,
-                Attachment.filename,
-                Attachment.content_type,
-                Attachment.size_bytes,
-                Attachment.content_hash,
-                Attachment.status,
-                Attachment.chunk_count,
-                Attachment.ingestion,
-                Attachment.text,
-                Attachment.created_at,
-            ).where(Attachment.tenant_id == tenant_id, Attachment.user_id == user_id),
-            ("created_at", "id"),
-        ),
-        (
-            "session_attachments",
-            select(
-                SessionAttachment.session_id,
-                SessionAttachment.attachment_id,
-                SessionAttachment.created_at,
-            )
-            .join(
-                ChatSession,
-                (ChatSession.tenant_id == SessionAttachment.tenant_id)
-                & (ChatSession.id == SessionAttachment.session_id),
-            )
-            .where(SessionAttachment.tenant_id == tenant_id, ChatSession.user_id == user_id),
-            ("created_at", "session_id", "attachment_id"),
-        ),
-        (
-            "api_keys",
-            select(
-                ApiKey.id,
-                ApiKey.name,
-                ApiKey.key_prefix,
-                ApiKey.role,
-                ApiKey.last_used_at,
-                ApiKey.revoked_at,
-                ApiKey.created_at,
-            ).where(ApiKey.tenant_id == tenant_id, ApiKey.user_id == user_id),
-            ("created_at", "id"),
-        ),
-        (
-            "admin_reads",  # the audit log's entries about this user
-            select(
-                AuditLog.id,
-                AuditLog.actor_user_id,
-                AuditLog.action,
-                AuditLog.resource,
-                AuditLog.details,
-                AuditLog.created_at,
-            ).where(AuditLog.tenant_id == tenant_id, AuditLog.target_user_id == user_id),
-            ("id",),
-        ),
-        (
-            "audit_actions",  # what the user did that the audit log records (as an admin)
-            # Without target, resource and details: those name other people's data.
-            select(AuditLog.id, AuditLog.action, AuditLog.created_at).where(
-                AuditLog.tenant_id == tenant_id, AuditLog.actor_user_id == user_id
-            ),
-            ("id",),
-        ),
-        (
-            "logins",  # refresh-token families: one per login, never a token or a secret
-            select(
-                RefreshTokenFamily.id,
-                RefreshTokenFamily.created_at,
-                RefreshTokenFamily.expires_at,
-                RefreshTokenFamily.revoked_at,
-            ).where(
-                RefreshTokenFamily.tenant_id == tenant_id, RefreshTokenFamily.user_id == user_id
-            ),
-            ("created_at", "id"),
-        ),
-        (
-            "kb_documents_added",  # knowledge-base documents the user added (the tenant's)
-            select(KbDocument.id, KbDocument.title, KbDocument.created_at).where(
-                KbDocument.tenant_id == tenant_id, KbDocument.created_by == user_id
-            ),
-            ("created_at", "id"),
-        ),
-    ]
-
-
-def _as_json_text(statement: Select[Any], order: tuple[str, ...], batch_rows: int) -> Select[Any]:
-    """Each row as JSON text made by PostgreSQL (ISO times, string UUIDs): no per-row Python
-    objects beyond one string, and no re-encoding of the JSONB columns."""
-    rows = statement.subquery("r")
-    return (
-        select(literal_column("row_to_json(r)::text"))
-        .select_from(rows)
-        .order_by(*(rows.c[key] for key in order))
-        .execution_options(yield_per=batch_rows)
-    )
-
-
-async def _profile(db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> dict[str, Any]:
-    row = (
-        await db.execute(
-            select(User.id, User.email, User.role, User.tenant_id, User.created_at).where(
-                User.tenant_id == tenant_id, User.id == user_id
-            )
-        )
-    ).one()
-    return dict(row._mapping)
-
-
 async def export_user(
     sessionmaker: async_sessionmaker[AsyncSession],
     tenant_id: uuid.UUID,
@@ -204,15 +47,14 @@ async def export_user(
             head = {
                 "format_version": FORMAT_VERSION,
                 "generated_at": datetime.now(UTC),
-                "user": await _profile(db, tenant_id, user_id),
+                "user": await profile(db, tenant_id, user_id),
             }
             yield _json(head)[:-1]  # the object stays open for the lists that follow
-            for name, statement, order in _sections(tenant_id, user_id):
+            for name, statement, order in sections(tenant_id, user_id):
                 yield b',"' + name.encode() + b'":['
-                rows = await db.stream(_as_json_text(statement, order, batch_rows))
                 first = True
-                async for partition in rows.partitions():
-                    chunk = ",".join(row[0] for row in partition).encode()
+                async for batch in json_batches(db, statement, order, batch_rows):
+                    chunk = ",".join(batch).encode()
                     yield chunk if first else b"," + chunk
                     first = False
                 yield b"]"

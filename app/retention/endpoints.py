@@ -5,11 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.audit.log import record
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
 from app.core.json_types import json_number
-from app.retention.policy import get_policy, set_policy
+from app.retention.policy import change_policy, get_policy
 
 router = APIRouter(prefix="/admin/retention", tags=["admin"])
 
@@ -37,6 +36,5 @@ async def write_policy(
     body: RetentionPolicy, admin: AdminPrincipal, db: DbSession
 ) -> RetentionPolicy:
     """Set (or clear, with null) the tenant's maximum turn age."""
-    await set_policy(db, admin.tenant_id, body.max_turn_age_days)
-    await record(db, admin, "retention.set", details=body.model_dump())
+    await change_policy(db, admin, body.max_turn_age_days)
     return body

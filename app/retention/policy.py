@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Tenant
+from app.audit.log import record
+from app.auth.principal import Principal
+from app.core.errors import NotFound
+from app.tenants.repository import lock_tenant_settings, store_tenant_settings, tenant_settings
 
 KEY = "retention"
 
@@ -19,20 +21,20 @@ def max_turn_age_days(settings: dict[str, Any]) -> int | None:
 
 
 async def get_policy(db: AsyncSession, tenant_id: uuid.UUID) -> int | None:
-    settings = (
-        await db.execute(select(Tenant.settings).where(Tenant.id == tenant_id))
-    ).scalar_one()
-    return max_turn_age_days(settings)
+    """The tenant's maximum turn age in days (None: keep turns forever)."""
+    return max_turn_age_days(await tenant_settings(db, tenant_id))
 
 
 async def set_policy(db: AsyncSession, tenant_id: uuid.UUID, days: int | None) -> None:
-    settings = dict(
-        (
-            await db.execute(
-                select(Tenant.settings).where(Tenant.id == tenant_id).with_for_update()
-            )
-        ).scalar_one()
-        or {}
-    )
+    """Set (or, with None, clear) the tenant's maximum turn age."""
+    settings = await lock_tenant_settings(db, tenant_id)
+    if settings is None:
+        raise NotFound("No such tenant.", code="tenant_not_found")
     settings[KEY] = {"max_turn_age_days": days}
-    await db.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=settings))
+    await store_tenant_settings(db, tenant_id, settings)
+
+
+async def change_policy(db: AsyncSession, actor: Principal, days: int | None) -> None:
+    """An admin sets (or clears) the tenant's maximum turn age; the change is audited."""
+    await set_policy(db, actor.tenant_id, days)
+    await record(db, actor, "retention.set", details={"max_turn_age_days": days})

@@ -16,33 +16,24 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import scope_to_tenant
-from app.models import ChatSession, RefreshTokenFamily, Tenant
-from app.privacy.checkpoints import purge_before, sweep_orphans
+from app.privacy.repository.checkpoints import purge_before, sweep_orphans
 from app.retention.policy import max_turn_age_days
+from app.retention.repository import RetentionRepository
+from app.tenants.repository import every_tenant_settings
 from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 
-_PURGE_TURNS = text(
-    """
-WITH gone AS (
-    DELETE FROM query_history
-    WHERE tenant_id = :tenant AND created_at < :cutoff
-    RETURNING session_id
-)
-SELECT session_id, count(*) AS turns FROM gone GROUP BY session_id
-"""
-)
-
 
 @dataclass
 class Purged:
+    """What one sweep removed (and which sessions lost turns)."""
+
     turns: int = 0
     summaries_reset: int = 0
     checkpoints: int = 0
@@ -62,41 +53,24 @@ async def purge_tenant(
     db: AsyncSession, tenant_id: uuid.UUID, max_age_days: int | None, now: datetime
 ) -> Purged:
     """Everything the sweep removes for one tenant, in `db`'s (tenant-scoped) transaction."""
+    rows = RetentionRepository(db, tenant_id)
     purged = Purged()
     if max_age_days is not None:
         cutoff = now - timedelta(days=max_age_days)
-        rows = (await db.execute(_PURGE_TURNS, {"tenant": tenant_id, "cutoff": cutoff})).all()
-        purged.sessions = [row.session_id for row in rows]
-        purged.turns = sum(row.turns for row in rows)
+        lost = await rows.delete_turns_before(cutoff)
+        purged.sessions = [session_id for session_id, _ in lost]
+        purged.turns = sum(turns for _, turns in lost)
         if purged.sessions:
-            result = await db.execute(
-                update(ChatSession)
-                .where(
-                    ChatSession.tenant_id == tenant_id,
-                    ChatSession.id.in_(purged.sessions),
-                    ChatSession.summarized_turns > 0,
-                )
-                .values(summary=None, summarized_turns=0)
-            )
-            purged.summaries_reset = int(cast(CursorResult[Any], result).rowcount)
+            purged.summaries_reset = await rows.reset_summaries(purged.sessions)
         purged.checkpoints = await purge_before(db, cutoff)
-    result = await db.execute(
-        delete(RefreshTokenFamily).where(
-            RefreshTokenFamily.tenant_id == tenant_id, RefreshTokenFamily.expires_at < now
-        )
-    )
-    purged.refresh_tokens = int(cast(CursorResult[Any], result).rowcount)
+    purged.refresh_tokens = await rows.delete_expired_refresh_tokens(now)
     purged.orphan_checkpoints = await sweep_orphans(db)
     return purged
 
 
 async def _tenants(sessionmaker: async_sessionmaker[AsyncSession]) -> list[tuple[uuid.UUID, Any]]:
     async with sessionmaker() as db, db.begin():
-        # The maintenance door (migration 0011) lists tenants; it is closed again at once.
-        await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
-        rows = (await db.execute(select(Tenant.id, Tenant.settings).order_by(Tenant.id))).all()
-        await db.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
-    return [(row.id, row.settings) for row in rows]
+        return await every_tenant_settings(db)
 
 
 async def sweep(

@@ -1,3 +1,5 @@
+"""/sessions: a user's chat sessions (create, list, read, rename, delete) and their turns."""
+
 from __future__ import annotations
 
 import uuid
@@ -6,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from app.auth.principal import CurrentPrincipal
-from app.core.deps import DbSession, ResourcesDep
+from app.core.deps import DbSession
 from app.core.errors import error_responses
 from app.sessions import service
+from app.sessions.deps import HistoryDep
 from app.sessions.schemas import (
     CreateSessionRequest,
     SessionPage,
@@ -26,18 +29,18 @@ CursorParam = Annotated[str | None, Query(max_length=200, description="From `nex
 
 @router.post("", response_model=SessionResponse, status_code=status.HTTP_201_CREATED)
 async def create_session(
-    principal: CurrentPrincipal, session: DbSession, body: CreateSessionRequest | None = None
+    principal: CurrentPrincipal, db: DbSession, body: CreateSessionRequest | None = None
 ) -> SessionResponse:
-    chat = await service.create(session, principal, body.title if body else None)
+    chat = await service.create(db, principal, body.title if body else None)
     return SessionResponse.model_validate(chat)
 
 
 @router.get("", response_model=SessionPage, responses=error_responses(400))
 async def list_sessions(
-    principal: CurrentPrincipal, session: DbSession, limit: Limit = 20, cursor: CursorParam = None
+    principal: CurrentPrincipal, db: DbSession, limit: Limit = 20, cursor: CursorParam = None
 ) -> SessionPage:
     """The caller's sessions, newest first."""
-    items, next_cursor = await service.list_page(session, principal, limit=limit, cursor=cursor)
+    items, next_cursor = await service.list_page(db, principal, limit=limit, cursor=cursor)
     return SessionPage(
         items=[SessionResponse.model_validate(s) for s in items], next_cursor=next_cursor
     )
@@ -45,9 +48,9 @@ async def list_sessions(
 
 @router.get("/{session_id}", response_model=SessionResponse)
 async def read_session(
-    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession
+    session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> SessionResponse:
-    return SessionResponse.model_validate(await service.get_owned(session, principal, session_id))
+    return SessionResponse.model_validate(await service.get_owned(db, principal, session_id))
 
 
 @router.patch("/{session_id}", response_model=SessionResponse)
@@ -55,31 +58,30 @@ async def rename_session(
     session_id: uuid.UUID,
     body: UpdateSessionRequest,
     principal: CurrentPrincipal,
-    session: DbSession,
+    db: DbSession,
 ) -> SessionResponse:
-    chat = await service.rename(session, principal, session_id, body.title)
+    chat = await service.rename(db, principal, session_id, body.title)
     return SessionResponse.model_validate(chat)
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(
-    session_id: uuid.UUID, principal: CurrentPrincipal, session: DbSession, resources: ResourcesDep
+    session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession, history: HistoryDep
 ) -> None:
     """Delete the session with its turns, attachment links, checkpoints and cached history."""
-    await service.delete(session, principal, session_id)
-    await resources.history.drop(principal.tenant_id, session_id)
+    await service.delete(db, history, principal, session_id)
 
 
 @router.get("/{session_id}/turns", response_model=TurnPage, responses=error_responses(400))
 async def list_turns(
     session_id: uuid.UUID,
     principal: CurrentPrincipal,
-    session: DbSession,
+    db: DbSession,
     limit: Limit = 20,
     cursor: CursorParam = None,
 ) -> TurnPage:
     """The session's turns, newest first."""
     items, next_cursor = await service.turns_page(
-        session, principal, session_id, limit=limit, cursor=cursor
+        db, principal, session_id, limit=limit, cursor=cursor
     )
     return TurnPage(items=[TurnResponse.model_validate(t) for t in items], next_cursor=next_cursor)

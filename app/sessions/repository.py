@@ -35,7 +35,7 @@ _DELETE_THREAD = (
 )
 
 
-async def delete_checkpoints(session: AsyncSession, session_id: uuid.UUID) -> int:
+async def delete_checkpoints(db: AsyncSession, session_id: uuid.UUID) -> int:
     """Remove the LangGraph thread of a session; returns the number of rows removed.
 
     Runs before the session row goes: the checkpoint tables' RLS policy admits a thread only
@@ -43,6 +43,6 @@ async def delete_checkpoints(session: AsyncSession, session_id: uuid.UUID) -> in
     """
     removed = 0
     for statement in _DELETE_THREAD:
-        result = await session.execute(statement, {"thread": str(session_id)})
+        result = await db.execute(statement, {"thread": str(session_id)})
         removed += cast(CursorResult[Any], result).rowcount
     return removed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,65 +17,70 @@ from app.turns.repository import TurnRepository
 DEFAULT_TITLE = "New conversation"
 
 
-def _repo(session: AsyncSession, principal: Principal) -> SessionRepository:
-    return SessionRepository(session, principal.tenant_id)
+class CachedHistory(Protocol):
+    """The cache of a session's recent turns (the chat domain's history store)."""
+
+    async def drop(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None: ...
 
 
-async def get_owned(
-    session: AsyncSession, principal: Principal, session_id: uuid.UUID
-) -> ChatSession:
-    found = await _repo(session, principal).owned(session_id, principal.user_id)
+def _repo(db: AsyncSession, principal: Principal) -> SessionRepository:
+    return SessionRepository(db, principal.tenant_id)
+
+
+async def get_owned(db: AsyncSession, principal: Principal, session_id: uuid.UUID) -> ChatSession:
+    found = await _repo(db, principal).owned(session_id, principal.user_id)
     if found is None:
-        raise NotFound("No such session.", code="session_not_found")
+        raise NotFound("No such db.", code="session_not_found")
     return found
 
 
-async def create(session: AsyncSession, principal: Principal, title: str | None) -> ChatSession:
+async def create(db: AsyncSession, principal: Principal, title: str | None) -> ChatSession:
     chat = ChatSession(user_id=principal.user_id, title=title or DEFAULT_TITLE)
-    _repo(session, principal).add(chat)
-    await session.flush()
-    await session.refresh(chat)
+    _repo(db, principal).add(chat)
+    await db.flush()
+    await db.refresh(chat)
     return chat
 
 
 async def rename(
-    session: AsyncSession, principal: Principal, session_id: uuid.UUID, title: str
+    db: AsyncSession, principal: Principal, session_id: uuid.UUID, title: str
 ) -> ChatSession:
-    chat = await get_owned(session, principal, session_id)
+    chat = await get_owned(db, principal, session_id)
     chat.title = title
-    await session.flush()
-    await session.refresh(chat)
+    await db.flush()
+    await db.refresh(chat)
     return chat
 
 
-async def delete(session: AsyncSession, principal: Principal, session_id: uuid.UUID) -> None:
+async def delete(
+    db: AsyncSession, history: CachedHistory, principal: Principal, session_id: uuid.UUID
+) -> None:
     """Delete the session and its checkpoints; turns and attachment links go with it
-    (ON DELETE CASCADE)."""
-    chat = await get_owned(session, principal, session_id)
-    await delete_checkpoints(session, session_id)
-    await _repo(session, principal).delete(chat)
-    await session.flush()
+    (ON DELETE CASCADE), and its cached history is dropped."""
+    chat = await get_owned(db, principal, session_id)
+    await delete_checkpoints(db, session_id)
+    await _repo(db, principal).delete(chat)
+    await db.flush()
+    await history.drop(principal.tenant_id, session_id)
 
 
 async def list_page(
-    session: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+    db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
 ) -> tuple[list[ChatSession], str | None]:
     after = Cursor.decode(cursor) if cursor else None
-    rows = await _repo(session, principal).page(principal.user_id, limit=limit, after=after)
+    rows = await _repo(db, principal).page(principal.user_id, limit=limit, after=after)
     return split_page(rows, limit)
 
 
 async def turns_page(
-    session: AsyncSession,
+    db: AsyncSession,
     principal: Principal,
     session_id: uuid.UUID,
     *,
     limit: int,
     cursor: str | None,
 ) -> tuple[list[QueryHistory], str | None]:
-    await get_owned(session, principal, session_id)
+    await get_owned(db, principal, session_id)
     after = Cursor.decode(cursor) if cursor else None
-    rows = await TurnRepository(session, principal.tenant_id).page(
-        session_id, limit=limit, after=after
-    )
+    rows = await TurnRepository(db, principal.tenant_id).page(session_id, limit=limit, after=after)
     return split_page(rows, limit)

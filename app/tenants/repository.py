@@ -3,29 +3,60 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import TENANT_NAME, lookup_scope, scope_to_tenant
 from app.models import Tenant
 
 
-async def get_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
+async def get_tenant(db: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
     """The tenant of the session's current scope (RLS shows no other)."""
-    result = await session.execute(select(Tenant).where(Tenant.id == tenant_id))
+    result = await db.execute(select(Tenant).where(Tenant.id == tenant_id))
     return result.scalar_one_or_none()
 
 
-async def find_tenant_by_name(session: AsyncSession, name: str) -> Tenant | None:
-    async with lookup_scope(session, TENANT_NAME, name):
-        result = await session.execute(select(Tenant).where(Tenant.name == name))
+async def find_tenant_by_name(db: AsyncSession, name: str) -> Tenant | None:
+    async with lookup_scope(db, TENANT_NAME, name):
+        result = await db.execute(select(Tenant).where(Tenant.name == name))
         return result.scalar_one_or_none()
 
 
-async def insert_tenant(session: AsyncSession, tenant: Tenant) -> Tenant:
+async def insert_tenant(db: AsyncSession, tenant: Tenant) -> Tenant:
     """Insert in the new tenant's own scope: the policy admits no other row."""
-    await scope_to_tenant(session, tenant.id)
-    session.add(tenant)
-    await session.flush()
+    await scope_to_tenant(db, tenant.id)
+    db.add(tenant)
+    await db.flush()
     return tenant
+
+
+async def tenant_settings(db: AsyncSession, tenant_id: uuid.UUID) -> dict[str, Any]:
+    """The tenant's settings document ({} when it has none or the tenant is not visible)."""
+    stored = await db.scalar(select(Tenant.settings).where(Tenant.id == tenant_id))
+    return dict(stored or {})
+
+
+async def lock_tenant_settings(db: AsyncSession, tenant_id: uuid.UUID) -> dict[str, Any] | None:
+    """The tenant's settings, its row locked until the transaction ends (None: no tenant)."""
+    row = (
+        await db.execute(select(Tenant.settings).where(Tenant.id == tenant_id).with_for_update())
+    ).one_or_none()
+    return None if row is None else dict(row[0] or {})
+
+
+async def store_tenant_settings(
+    db: AsyncSession, tenant_id: uuid.UUID, settings: dict[str, Any]
+) -> None:
+    """Replace the tenant's settings document."""
+    await db.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=settings))
+
+
+async def every_tenant_settings(db: AsyncSession) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+    """Every tenant with its settings, for the maintenance sweeps. The maintenance door
+    (migration 0011) lists tenants; it is opened for this one statement and closed again."""
+    await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
+    rows = (await db.execute(select(Tenant.id, Tenant.settings).order_by(Tenant.id))).all()
+    await db.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
+    return [(row.id, row.settings) for row in rows]

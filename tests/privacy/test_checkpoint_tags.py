@@ -9,7 +9,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
-from app.privacy.checkpoints import sweep_orphans
+from app.privacy.repository.checkpoints import sweep_orphans
 from tests.factories import make_session, make_tenant, make_user
 
 _INSERT = text(
