@@ -24,10 +24,35 @@ class Passage:
     score: float
 
 
+@dataclass(frozen=True)
+class Hit:
+    """A passage as a search returns it, with its document's external id (if any)."""
+
+    passage: Passage
+    external_id: str | None
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id (the fusion's key)."""
+        return self.passage.id
+
+    @property
+    def document_key(self) -> str:
+        """Which document or attachment the chunk belongs to."""
+        return f"{self.passage.kind}:{self.passage.source_id}"
+
+    @property
+    def score(self) -> float:
+        """The passage's score (its leg's, or fused)."""
+        return self.passage.score
+
+
 class Retriever(Protocol):
+    """What the chat pipeline searches with (`app.retrieval.hybrid.HybridRetriever`)."""
+
     async def search(
         self,
-        session: AsyncSession,
+        db: AsyncSession,
         tenant_id: uuid.UUID,
         query: str,
         *,
@@ -36,6 +61,6 @@ class Retriever(Protocol):
     ) -> list[Passage]:
         """The `k` best passages of the tenant's knowledge base and of these attachments.
 
-        `session` is already scoped to `tenant_id`; implementations filter by it as well.
+        `db` is already scoped to `tenant_id`; implementations filter by it as well.
         """
         ...
