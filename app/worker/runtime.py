@@ -75,6 +75,7 @@ class WorkerRuntime:
             raise
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start `coroutine` on the process's loop; its result, to wait for."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -106,9 +107,8 @@ class WorkerRuntime:
         self.handlers = ingestion_handlers(self.ingestion)
         self.redis = build_redis(settings)
         self.history = build_history(settings, self.redis)
-        sessions = database.sessionmaker
         jobs = CeleryJobs(create_celery(settings))  # lost ingestions go back to the broker
-        self.recovery = build_recovery(settings, lambda: sessions, jobs)
+        self.recovery = build_recovery(settings, lambda: database.sessionmaker, jobs)
         self.recovery.start()
 
     def close(self) -> None:
