@@ -12,17 +12,20 @@ from types import FrameType
 
 from fastapi import FastAPI
 
+from app.bootstrap import (
+    build_history,
+    build_jobs,
+    build_recovery,
+    open_database,
+    open_ingestion,
+)
 from app.chat.guards import ChatGuards
 from app.chat.leases import TurnLeases
 from app.chat.orphans import OrphanFinisher
 from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
-from app.core.database_urls import resolve_database_urls
-from app.core.db import create_engine, create_sessionmaker
-from app.core.jobs import CeleryJobs, InProcessJobs
 from app.core.redis import build_redis
-from app.embeddings.factory import build_embedder
-from app.embeddings.space import EmbeddingMismatchError, check_embedding_space
+from app.embeddings.space import EmbeddingMismatchError
 from app.graph.build import build_graph
 from app.graph.checkpointer import (
     CheckpointSchemaError,
@@ -33,32 +36,25 @@ from app.graph.checkpointer import (
 from app.graph.context import TurnContext
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
-from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
-from app.ingestion.pipeline import IngestionDeps
-from app.ingestion.recovery import RecoveryLoop
 from app.llm.providers import build_responder
 from app.observability.tracing import build_tracing
 from app.resources import Resources
 from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
-from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 
 
 async def build_resources(settings: Settings) -> Resources:
-    # Starting the embedded PostgreSQL blocks for about a second: keep it off the loop.
-    urls = await asyncio.to_thread(resolve_database_urls, settings)
-    engine = create_engine(
-        urls.app, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
+    """Everything the running application holds, built once at start-up."""
+    database = await open_database(
+        settings, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
     )
-    sessionmaker = create_sessionmaker(engine)
+    db_sessions = database.sessionmaker
     redis = build_redis(settings)
-    history = HistoryStore(
-        redis, limit=settings.history_turns, ttl_seconds=settings.history_cache_ttl_seconds
-    )
-    pool = create_pool(urls.app_libpq(), settings.checkpoint_pool_size)
+    history = build_history(settings, redis)
+    pool = create_pool(database.urls.app_libpq(), settings.checkpoint_pool_size)
     await pool.open(wait=False)
     try:
         await check_schema(pool)
@@ -67,38 +63,28 @@ async def build_resources(settings: Settings) -> Resources:
         raise
     except Exception:  # PostgreSQL down: start anyway, /readyz says so
         logger.warning("could not check the checkpoint schema", exc_info=True)
-    embedder = build_embedder(settings)
     try:
-        async with sessionmaker() as db, db.begin():
-            await check_embedding_space(db, embedder)
+        ingestion = await open_ingestion(
+            settings, db_sessions, preparer=PreparePool(settings.ingest_workers), outage_ok=True
+        )
     except EmbeddingMismatchError:
         await pool.close()
         raise
-    except Exception:
-        logger.warning("could not check the embedding space", exc_info=True)
+    embedder = ingestion.embedder
     retriever = HybridRetriever(embedder, FusionSettings.from_settings(settings))
     await SemanticCheck(embedder, settings.guard_injection_embedding_similarity).warm()
     context = TurnContext(
         settings=settings,
-        sessionmaker=sessionmaker,
+        sessionmaker=db_sessions,
         history=history,
         retriever=retriever,
         responder=build_responder(settings),
         policies=TenantPolicies(settings),
         embedder=embedder,
     )
-    ingestion = IngestionDeps.from_settings(
-        settings, sessionmaker, embedder, PreparePool(settings.ingest_workers)
-    )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread
-    jobs: InProcessJobs | CeleryJobs
-    if settings.celery_broker_url:
-        from app.worker.celery_app import create_celery
-
-        jobs = CeleryJobs(create_celery(settings))
-    else:
-        jobs = InProcessJobs(ingestion_handlers(ingestion, context.kb_status))
+    jobs = build_jobs(settings, ingestion, context.kb_status)
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
     finisher = OrphanFinisher(context, guards.streams.buffer, guards.idempotency)
@@ -106,9 +92,9 @@ async def build_resources(settings: Settings) -> Resources:
     guards.streams.leases.start()
     return Resources(
         settings=settings,
-        urls=urls,
-        engine=engine,
-        sessionmaker=sessionmaker,
+        urls=database.urls,
+        engine=database.engine,
+        sessionmaker=db_sessions,
         redis=redis,
         history=history,
         checkpoint_pool=pool,
@@ -182,14 +168,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         retention.start()
     # Ingestions lost by a process that stopped are queued again, now and periodically. On
     # the engine's own sessions: a scan never shares a connection with a request.
-    sessionmaker = resources.sessionmaker
-    recovery = RecoveryLoop(
-        lambda: sessionmaker,
-        resources.jobs,
-        interval=settings.ingestion_recovery_seconds,
-        pending_grace=settings.ingestion_pending_grace_seconds,
-        max_attempts=settings.ingestion_max_attempts,
-    )
+    db_sessions = resources.sessionmaker
+    recovery = build_recovery(settings, lambda: db_sessions, resources.jobs)
     recovery.start()
     logger.info(
         "threadline started",

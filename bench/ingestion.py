@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from app.cli import INGEST_CONCURRENCY, INGEST_CONNECTIONS  # as `threadline ingest`
+from app.cli.ingest import INGEST_CONCURRENCY, INGEST_CONNECTIONS  # as `threadline ingest`
 from bench.common import ROOT, bench_database
 
 CORPUS = ROOT.parent / "shared" / "data" / "scifact-dev" / "corpus.jsonl"

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli import DEMO_EMAIL, DEMO_PASSWORD
+from app.cli.demo import DEMO_EMAIL, DEMO_PASSWORD
 
 
 @pytest.fixture

@@ -11,9 +11,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.core.on_commit import on_commit
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +77,12 @@ class InProcessJobs:
 class CeleryJobs:
     """Publishes jobs to the Celery broker; workers run them (app.worker.tasks)."""
 
-    def __init__(self, app: Any = None) -> None:
-        """`app`: the Celery application to publish through (default: the worker's, whose
-        broker comes from the environment)."""
+    def __init__(self, app: Celery) -> None:
+        """`app`: the Celery application to publish through, built by the composition root
+        (`app.bootstrap.create_celery`): the shared kit never reaches up for it."""
         self.app = app
 
     def submit(self, job: Job) -> None:
-        if self.app is None:
-            from app.worker.celery_app import celery_app
-
-            self.app = celery_app
         self.app.send_task(job.name, kwargs=job.kwargs)
 
     async def drain(self) -> None:

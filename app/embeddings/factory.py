@@ -8,6 +8,8 @@ from app.embeddings.hashing import HashingEmbedder
 
 
 def build_embedder(settings: Settings) -> Embedder:
+    """The configured embedder, refused when its dimension is not `THREADLINE_EMBEDDING_DIM`
+    (`app.bootstrap.open_ingestion` also checks it against the vectors already stored)."""
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embedding_dim)
     if settings.embedder == "minilm":

@@ -17,7 +17,8 @@ from app.ingestion.jobs import ingest_job
 from app.ingestion.uploads import Upload
 from app.knowledge.repository import DocumentRepository
 from app.models import KbDocument
-from app.retrieval.hybrid import Hit, HybridRetriever
+from app.retrieval.base import Hit
+from app.retrieval.hybrid import HybridRetriever
 
 
 async def add_document(

@@ -1,43 +1,27 @@
-"""The retention sweep as a Celery task, scheduled by beat (`celery_app.beat_schedule`)."""
+"""The retention sweep as a job of a Celery worker: beat schedules it by name (`SWEEP`,
+`app.bootstrap.create_celery`), a worker process runs it on its one event loop and engine
+(`app.worker.tasks`). Without a broker, `app.retention.schedule` runs the same sweep."""
 
 from __future__ import annotations
 
-import asyncio
+from datetime import UTC, datetime
 
-from app.worker.celery_app import celery_app
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.retention.purge import sweep
+from app.turns.history import HistoryStore
 
 SWEEP = "threadline.retention.sweep"
 
 
-@celery_app.task(name=SWEEP)
-def retention_sweep() -> dict[str, int]:
-    return asyncio.run(_sweep())
-
-
-async def _sweep() -> dict[str, int]:
-    from datetime import UTC, datetime
-
-    from app.config import get_settings
-    from app.core.database_urls import resolve_database_urls
-    from app.core.db import create_engine, create_sessionmaker
-    from app.core.redis import build_redis
-    from app.retention.purge import sweep
-    from app.turns.history import HistoryStore
-
-    settings = get_settings()
-    engine = create_engine(resolve_database_urls(settings).app, pool_size=2, max_overflow=0)
-    redis = build_redis(settings)
-    try:
-        history = HistoryStore(
-            redis, limit=settings.history_turns, ttl_seconds=settings.history_cache_ttl_seconds
-        )
-        purged = await sweep(create_sessionmaker(engine), history, datetime.now(UTC))
-        return {
-            "turns": purged.turns,
-            "checkpoints": purged.checkpoints,
-            "orphan_checkpoints": purged.orphan_checkpoints,
-            "refresh_tokens": purged.refresh_tokens,
-        }
-    finally:
-        await redis.close()
-        await engine.dispose()
+async def sweep_job(
+    sessionmaker: async_sessionmaker[AsyncSession], history: HistoryStore | None
+) -> dict[str, int]:
+    """Run the sweep now; what it purged, by kind (the task's result)."""
+    purged = await sweep(sessionmaker, history, datetime.now(UTC))
+    return {
+        "turns": purged.turns,
+        "checkpoints": purged.checkpoints,
+        "orphan_checkpoints": purged.orphan_checkpoints,
+        "refresh_tokens": purged.refresh_tokens,
+    }

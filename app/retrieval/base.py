@@ -24,6 +24,29 @@ class Passage:
     score: float
 
 
+@dataclass(frozen=True)
+class Hit:
+    """A passage as a search returns it, with its document's external id (if any)."""
+
+    passage: Passage
+    external_id: str | None
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id (the fusion's key)."""
+        return self.passage.id
+
+    @property
+    def document_key(self) -> str:
+        """Which document or attachment the chunk belongs to."""
+        return f"{self.passage.kind}:{self.passage.source_id}"
+
+    @property
+    def score(self) -> float:
+        """The passage's score (its leg's, or fused)."""
+        return self.passage.score
+
+
 class Retriever(Protocol):
     """Finds the passages an answer may draw on, for the chat pipeline and its tools."""
 

@@ -9,7 +9,9 @@ concurrency in one) then share the embedder's calls and the claim and index-writ
 transactions exactly as in an API process (docs/adr/0014, 0017).
 
 The same loop runs the ingestion recovery (`app.ingestion.recovery`): at start-up and then
-periodically it queues lost ingestions again, through the broker.
+periodically it queues lost ingestions again, through the broker. And it runs the retention
+sweep beat schedules (`app.retention.tasks`), on the same engine, with the Redis history
+cache the sweep clears. Everything is built by `app.bootstrap`, as the API's is.
 
 Built in the process that runs tasks: a prefork child (`worker_process_init`), or the
 worker's own process for the solo and threads pools (`worker_ready`). A process forked
@@ -31,10 +33,12 @@ from app.config import Settings, get_settings
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+    from app.core.redis import RedisHandle
     from app.ingestion.pipeline import IngestionDeps
     from app.ingestion.recovery import RecoveryLoop
+    from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +49,13 @@ CONNECTIONS = 4
 
 
 class WorkerRuntime:
+    """One worker process's event loop (in a daemon thread) and what runs on it."""
+
     engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
     ingestion: IngestionDeps
+    redis: RedisHandle
+    history: HistoryStore
     handlers: dict[str, Callable[..., Awaitable[Any]]]
     recovery: RecoveryLoop
 
@@ -66,6 +75,7 @@ class WorkerRuntime:
             raise
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start `coroutine` on the process's loop; its result, to wait for."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -73,33 +83,32 @@ class WorkerRuntime:
         return self.submit(coroutine).result()
 
     async def _open(self) -> None:
-        from app.core.database_urls import resolve_database_urls
-        from app.core.db import create_engine, create_sessionmaker
+        from app.bootstrap import (
+            build_history,
+            build_recovery,
+            create_celery,
+            open_database,
+            open_ingestion,
+        )
         from app.core.jobs import CeleryJobs
-        from app.embeddings import factory
-        from app.embeddings.space import check_embedding_space
+        from app.core.redis import build_redis
         from app.ingestion.jobs import ingestion_handlers
-        from app.ingestion.pipeline import IngestionDeps
-        from app.ingestion.recovery import RecoveryLoop
-        from app.worker.celery_app import create_celery
 
         settings = self.settings
-        urls = await asyncio.to_thread(resolve_database_urls, settings)
-        self.engine = create_engine(urls.app, pool_size=CONNECTIONS, max_overflow=CONNECTIONS)
-        sessions = create_sessionmaker(self.engine)
-        embedder = factory.build_embedder(settings)
-        async with sessions() as db, db.begin():
-            await check_embedding_space(db, embedder)  # never mix vectors of two models
-        # The CPU steps run in a thread here: a worker has no request latency to protect.
-        self.ingestion = IngestionDeps.from_settings(settings, sessions, embedder)
+        database = await open_database(settings, pool_size=CONNECTIONS, max_overflow=CONNECTIONS)
+        self.engine = database.engine
+        self.sessionmaker = database.sessionmaker
+        try:
+            # The CPU steps run in a thread here: a worker has no request latency to protect.
+            self.ingestion = await open_ingestion(settings, database.sessionmaker)
+        except BaseException:
+            await database.dispose()
+            raise
         self.handlers = ingestion_handlers(self.ingestion)
-        self.recovery = RecoveryLoop(
-            lambda: sessions,
-            CeleryJobs(create_celery(settings)),
-            interval=settings.ingestion_recovery_seconds,
-            pending_grace=settings.ingestion_pending_grace_seconds,
-            max_attempts=settings.ingestion_max_attempts,
-        )
+        self.redis = build_redis(settings)
+        self.history = build_history(settings, self.redis)
+        jobs = CeleryJobs(create_celery(settings))  # lost ingestions go back to the broker
+        self.recovery = build_recovery(settings, lambda: database.sessionmaker, jobs)
         self.recovery.start()
 
     def close(self) -> None:
@@ -107,6 +116,7 @@ class WorkerRuntime:
 
         async def _close() -> None:
             await self.recovery.stop()
+            await self.redis.close()
             await self.engine.dispose()
 
         try:
@@ -131,6 +141,7 @@ def worker_runtime() -> WorkerRuntime:
 
 
 def close_worker_runtime() -> None:
+    """Close this process's runtime, if it has one (worker shutdown)."""
     global _runtime
     with _lock:
         if _runtime is not None and _runtime.pid == os.getpid():

@@ -1,7 +1,8 @@
 """Worker tasks: the same jobs the in-process runner runs, in a Celery worker.
 
 Each runs on its worker process's long-lived event loop (`app.worker.runtime`), so
-concurrent tasks share the ingestion pipeline's batches and one engine.
+concurrent tasks share the ingestion pipeline's batches and one engine; the retention sweep
+beat schedules runs there too, on the same engine.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 from celery.signals import worker_shutdown as worker_stopping
 
 from app.ingestion.jobs import INGEST
+from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app
 from app.worker.runtime import close_worker_runtime, worker_runtime
 
@@ -38,6 +40,13 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
         return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
 
     return runtime.run(run())
+
+
+@celery_app.task(name=SWEEP)
+def retention_sweep() -> dict[str, int]:
+    """Purge what each tenant's retention policy no longer keeps; counts by kind."""
+    runtime = worker_runtime()
+    return runtime.run(sweep_job(runtime.sessionmaker, runtime.history))
 
 
 def _build_in_background() -> None:

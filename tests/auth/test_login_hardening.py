@@ -101,10 +101,11 @@ def test_serve_leaves_x_forwarded_for_to_the_application(
     from typer.testing import CliRunner
 
     from app import cli
+    from app.cli import server
 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
-    monkeypatch.setattr(cli, "get_settings", lambda: settings)
+    monkeypatch.setattr(server, "get_settings", lambda: settings)
     previous = signal.getsignal(signal.SIGTERM)
     try:
         result = CliRunner().invoke(cli.cli, ["serve"])

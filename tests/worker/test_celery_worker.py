@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.bootstrap import create_celery
 from app.config import Settings
 from app.core.db import TENANT
 from app.core.jobs import CeleryJobs
@@ -29,7 +30,6 @@ from app.ingestion.uploads import from_bytes
 from app.knowledge.service import add_document
 from app.main import create_app
 from app.models import KbChunk, KbDocument
-from app.worker.celery_app import create_celery
 from tests.conftest import TEST_JWT_SECRET
 from tests.factories import login, make_tenant, make_user
 from tests.services import ServiceMissing, _private_redis, require_service

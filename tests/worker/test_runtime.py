@@ -4,9 +4,11 @@ time (the threads pool) share the ingestion pipeline's batches there too (issue 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,13 +16,15 @@ from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.core.db import TENANT
+from app.core.db import TENANT, scope_to_tenant
 from app.ingestion.jobs import INGEST
 from app.ingestion.uploads import from_bytes
 from app.knowledge.service import add_document
-from app.models import KbDocument
+from app.models import KbDocument, QueryHistory
+from app.retention.policy import set_policy
+from app.worker import tasks
 from app.worker.runtime import WorkerRuntime
-from tests.factories import make_tenant
+from tests.factories import make_session, make_tenant, make_user
 
 pytestmark = pytest.mark.committed
 
@@ -73,3 +77,45 @@ async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transacti
         session.info[TENANT] = tenant.id
         rows = await session.scalars(select(KbDocument.status).where(KbDocument.id.in_(ids)))
         assert set(rows) == {"ready"}
+
+
+async def test_the_retention_sweep_task_runs_on_the_worker_process_loop_and_engine(
+    runtime: WorkerRuntime, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await make_tenant(db)
+    await scope_to_tenant(db, tenant.id)
+    await set_policy(db, tenant.id, 1)
+    await db.commit()
+    chat = await make_session(db, await make_user(db, tenant))
+    await scope_to_tenant(db, tenant.id)
+    db.add(
+        QueryHistory(
+            tenant_id=tenant.id,
+            session_id=chat.id,
+            user_id=chat.user_id,
+            user_query="old",
+            answer="a",
+            status="complete",
+            created_at=datetime.now(UTC) - timedelta(days=2),
+        )
+    )
+    await db.commit()
+    threads: list[str] = []
+    listener = lambda connection: threads.append(threading.current_thread().name)  # noqa: E731
+    event.listen(runtime.engine.sync_engine, "begin", listener)
+    monkeypatch.setattr(tasks, "worker_runtime", lambda: runtime)
+
+    def sweep_twice() -> list[dict[str, int]]:  # as beat's deliveries do, in a pool thread
+        return [tasks.retention_sweep(), tasks.retention_sweep()]
+
+    try:
+        first, second = await asyncio.get_running_loop().run_in_executor(None, sweep_twice)
+    finally:
+        event.remove(runtime.engine.sync_engine, "begin", listener)
+
+    assert first["turns"] >= 1 and set(first) == set(second)
+    await scope_to_tenant(db, tenant.id)
+    left = await db.scalars(select(QueryHistory.id).where(QueryHistory.tenant_id == tenant.id))
+    assert list(left) == []
+    # Both runs used the process's one engine, on its one loop: no `asyncio.run` per call.
+    assert threads and set(threads) == {"threadline-worker-loop"}, threads

@@ -1,4 +1,4 @@
-"""`threadline chat`: a terminal client for a running server.
+"""The terminal client of `threadline chat`, for a running server.
 
 Logs in (password prompt without echo), lets the user pick one of their sessions or start a
 new one, then reads questions and streams each answer from `/chat/stream` as it arrives,

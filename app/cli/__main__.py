@@ -1,0 +1,5 @@
+"""`python -m app.cli`: the `threadline` command."""
+
+from app.cli import main
+
+main()

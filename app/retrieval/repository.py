@@ -1,0 +1,256 @@
+"""The retrieval queries of one tenant: the search settings, nearest chunks by embedding,
+the knowledge base's BM25 and the attachments' full-text rank.
+
+Every statement is filtered to the tenant in SQL (and by RLS). The HNSW index is shared by
+all tenants, so a filtered nearest-neighbour search could come back short for a small
+tenant; pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep
+scanning until the filter has let through enough rows, and the query orders the survivors
+exactly. Which query runs for which leg is `app.retrieval.hybrid`'s decision.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
+from app.retrieval.base import Hit, Passage
+
+MAX_SCAN_TUPLES = 1_000_000
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_BM25 = text(
+    """
+    WITH terms AS (
+      SELECT DISTINCT t.lexeme
+      FROM unnest(tsvector_to_array(to_tsvector('english', :query))) AS t(lexeme)
+    ),
+    corpus AS (
+      SELECT chunks::float8 AS n,
+             greatest(total_length::float8 / nullif(chunks, 0), 1) AS avgdl
+      FROM kb_corpus_stats WHERE tenant_id = :tenant
+    ),
+    idf AS (
+      SELECT s.lexeme, ln(1 + (corpus.n - s.df + 0.5) / (s.df + 0.5)) AS idf
+      FROM kb_term_stats s JOIN terms USING (lexeme) CROSS JOIN corpus
+      WHERE s.tenant_id = :tenant
+    ),
+    matches AS (
+      SELECT c.id, c.document_id, c.text, c.tsv, d.title, d.external_id
+      FROM kb_chunks c
+      JOIN kb_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id
+      WHERE c.tenant_id = :tenant AND d.status = 'ready'
+        AND c.tsv @@ websearch_to_tsquery('english', :words)
+    )
+    SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
+           sum(idf.idf * cardinality(u.positions) * (:k1 + 1)
+               / (cardinality(u.positions)
+                  + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
+    FROM matches m
+    CROSS JOIN LATERAL unnest(m.tsv) AS u(lexeme, positions, weights)
+    JOIN idf ON idf.lexeme = u.lexeme
+    CROSS JOIN corpus
+    GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
+    ORDER BY score DESC, m.id
+    LIMIT :limit
+    """
+)
+
+
+# One round trip before the legs: the search settings of this transaction (SET LOCAL), and
+# the size of the tenant's knowledge base, which decides exact scan or HNSW.
+# `max_scan_tuples`: how far an iterative scan may go to fill a filtered result, so a tenant
+# with a tiny share of the rows still gets its full candidate list.
+_PREPARE_SEARCH = text(
+    """
+    SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+           set_config('hnsw.ef_search', :ef_search, true),
+           set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
+           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks
+    """
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One searchable table: chunks, their parent, and how to present a hit."""
+
+    kind: Literal["kb", "attachment"]
+    chunk: Any
+    parent: Any
+    parent_id: Any
+    title: Any
+    external_id: Any
+    ready: Any
+
+
+KB = Source(
+    kind="kb",
+    chunk=KbChunk,
+    parent=KbDocument,
+    parent_id=KbChunk.document_id,
+    title=KbDocument.title,
+    external_id=KbDocument.external_id,
+    ready=KbDocument.status == "ready",
+)
+ATTACHMENTS = Source(
+    kind="attachment",
+    chunk=AttachmentChunk,
+    parent=Attachment,
+    parent_id=AttachmentChunk.attachment_id,
+    title=func.coalesce(Attachment.filename, literal("attachment")),
+    external_id=literal(None),
+    ready=Attachment.status == "ready",
+)
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def query_words(query: str) -> str:
+    """The question's words OR-ed (an answer rarely repeats every word of its question), in
+    websearch syntax, which cannot fail to parse."""
+    return " or ".join(_WORDS.findall(query.lower())[:64])
+
+
+def _or_query(query: str) -> ColumnElement[Any]:
+    """`query_words`, stemmed once by the `english` configuration."""
+    return func.websearch_to_tsquery("english", query_words(query) or "")
+
+
+def _hits(kind: Literal["kb", "attachment"], rows: Sequence[Any]) -> list[Hit]:
+    """Each row of a search as a hit of `kind`."""
+    return [
+        Hit(
+            Passage(
+                id=str(r.id),
+                kind=kind,
+                source_id=str(r.parent_id),
+                title=r.title,
+                text=r.text,
+                score=float(r.score),
+            ),
+            r.external_id,
+        )
+        for r in rows
+    ]
+
+
+class SearchRepository:
+    """The search queries of one tenant, in a transaction already scoped to it."""
+
+    def __init__(self, db: AsyncSession, tenant_id: uuid.UUID) -> None:
+        self.db = db
+        self.tenant_id = tenant_id
+
+    async def prepare(self, *, ef_search: int) -> int:
+        """Set this transaction's HNSW search settings; the chunks of the tenant's
+        knowledge base (0 when it has none)."""
+        prepared = (
+            await self.db.execute(
+                _PREPARE_SEARCH,
+                {
+                    "ef_search": str(int(ef_search)),
+                    "max_scan_tuples": str(MAX_SCAN_TUPLES),
+                    "tenant": self.tenant_id,
+                },
+            )
+        ).one()
+        return int(prepared.kb_chunks or 0)
+
+    async def nearest(
+        self,
+        source: Source,
+        vector: list[float],
+        *,
+        limit: int,
+        exact: bool,
+        attachment_ids: Sequence[uuid.UUID],
+    ) -> list[Hit]:
+        """The `limit` chunks of `source` nearest to `vector` (cosine), nearest first.
+        `exact`: scan the tenant's rows and sort, instead of the shared HNSW index."""
+        chunk, parent, tenant_id = source.chunk, source.parent, self.tenant_id
+        # Nearest chunks first, from the chunk table alone (the shape the HNSW index serves,
+        # iterative scans included); documents and text joined to the few found.
+        distance = chunk.embedding.cosine_distance(vector)
+        if exact:
+            # `+ 0` hides the distance from the HNSW index, so the planner takes the btree
+            # and sorts.
+            distance = distance + 0
+        nearest_query = select(
+            chunk.id.label("id"),
+            source.parent_id.label("parent_id"),
+            distance.label("distance"),
+        ).where(chunk.tenant_id == tenant_id, chunk.embedding.is_not(None))
+        if source.kind == "attachment":
+            nearest_query = nearest_query.where(source.parent_id.in_(list(attachment_ids)))
+        nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
+            "MATERIALIZED"
+        )
+        statement = (
+            select(
+                chunk.id,
+                nearest.c.parent_id,
+                source.title.label("title"),
+                source.external_id.label("external_id"),
+                chunk.text,
+                (1 - nearest.c.distance).label("score"),
+            )
+            .select_from(nearest)
+            .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
+            .join(parent, (parent.tenant_id == tenant_id) & (parent.id == nearest.c.parent_id))
+            .where(source.ready)
+            .order_by(nearest.c.distance)
+            .limit(limit)
+        )
+        return _hits(source.kind, (await self.db.execute(statement)).all())
+
+    async def bm25(self, query: str, *, limit: int) -> list[Hit]:
+        """The knowledge base's chunks matching `query`, scored by BM25 from the per-tenant
+        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity."""
+        rows = (
+            await self.db.execute(
+                _BM25,
+                {
+                    "tenant": self.tenant_id,
+                    "query": query,
+                    "words": query_words(query),
+                    "k1": BM25_K1,
+                    "b": BM25_B,
+                    "limit": limit,
+                },
+            )
+        ).all()
+        return _hits("kb", rows)
+
+    async def text_ranked(
+        self, source: Source, query: str, *, limit: int, attachment_ids: Sequence[uuid.UUID]
+    ) -> list[Hit]:
+        """The chunks of `source` matching `query`, best `ts_rank_cd` first."""
+        chunk, parent = source.chunk, source.parent
+        tsquery = _or_query(query)
+        score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
+        statement = (
+            select(
+                chunk.id,
+                source.parent_id.label("parent_id"),
+                source.title.label("title"),
+                source.external_id.label("external_id"),
+                chunk.text,
+                score.label("score"),
+            )
+            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
+            .where(chunk.tenant_id == self.tenant_id, source.ready, chunk.tsv.op("@@")(tsquery))
+            .order_by(score.desc())
+            .limit(limit)
+        )
+        if source.kind == "attachment":
+            statement = statement.where(source.parent_id.in_(list(attachment_ids)))
+        return _hits(source.kind, (await self.db.execute(statement)).all())
