@@ -88,8 +88,8 @@ async def build_resources(settings: Settings) -> Resources:
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
     finisher = OrphanFinisher(context, guards.streams.buffer, guards.idempotency)
-    guards.streams.leases = TurnLeases(context, finisher, guards.streams.running)
-    guards.streams.leases.start()
+    guards.leases = TurnLeases(context, finisher, guards.streams.running)
+    guards.leases.start()
     return Resources(
         settings=settings,
         urls=database.urls,
@@ -112,8 +112,8 @@ async def release_resources(resources: Resources) -> None:
     # Live streams end first, as a stop would end them, while Redis and PostgreSQL are
     # still there to take their last event and their turn.
     await streams.drain(resources.settings.shutdown_grace_seconds)
-    if streams.leases is not None:
-        await streams.leases.stop()
+    if resources.guards.leases is not None:
+        await resources.guards.leases.stop()
     await streams.close()
     await drain_background()
     await resources.jobs.drain()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
@@ -16,9 +15,8 @@ from app.chat.runner import PreparedTurn
 from app.chat.schemas import ChatRequest
 from app.config import Settings
 from app.core.errors import NotFound
-from app.models import Attachment
 from app.privacy.pii import anonymize
-from app.turns.repository import TurnRepository
+from app.turns.repository import SessionStateRepository, TurnRepository
 
 
 async def prepare_turn(
@@ -65,15 +63,8 @@ async def _require_own_attachments(
     alike). The graph checks again when it links them: this check keeps the turn unstored."""
     if not requested:
         return
-    owned = set(
-        await db.scalars(
-            select(Attachment.id).where(
-                Attachment.tenant_id == principal.tenant_id,
-                Attachment.user_id == principal.user_id,
-                Attachment.id.in_(requested),
-            )
-        )
-    )
+    sessions = SessionStateRepository(db, principal.tenant_id)
+    owned = await sessions.owned_attachments(principal.user_id, requested)
     missing = [a for a in requested if a not in owned]
     if missing:
         raise NotFound(f"No such attachment: {missing[0]}.", code="attachment_not_found")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.chat.idempotency import IdempotencyStore
+from app.chat.leases import TurnLeases
 from app.chat.streaming.buffer import StreamBuffer
 from app.chat.streaming.hub import StreamHub
 from app.chat.streaming.run import RunOutcome
@@ -22,6 +23,9 @@ class ChatGuards:
     streams: StreamHub
     idempotency: IdempotencyStore
     limiter: UsageLimiter
+    leases: TurnLeases | None = None
+    """Set in lifespan: who runs which turn, and the finisher of orphaned turns (needs the
+    database, which the guards do not hold)."""
 
     @classmethod
     def build(cls, redis: RedisHandle, settings: Settings) -> ChatGuards:

@@ -15,7 +15,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
-from app.chat.lease_repository import Lease, TurnLeaseRepository, expired_leases
+from app.chat.repository import Lease, TurnLeaseRepository, expired_leases
 from app.chat.orphans import OrphanFinisher
 from app.core.db import TENANT
 from app.core.periodic import Periodic

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.events import DoneEvent, DoneExtras
 from app.chat.idempotency import IdempotencyStore
-from app.chat.lease_repository import Orphan, TurnLeaseRepository
+from app.chat.repository import Orphan, TurnLeaseRepository
 from app.chat.schemas import chat_answer
 from app.chat.streaming.buffer import (
     TERMINAL_EVENTS,

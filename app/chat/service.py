@@ -267,7 +267,7 @@ class ChatService:
         return settle
 
     def _leases(self) -> TurnLeases:
-        leases = self.guards.streams.leases
+        leases = self.guards.leases
         assert leases is not None, "built in lifespan"
         return leases
 

@@ -1,4 +1,9 @@
-"""FastAPI dependencies shared by every domain: resources and the request's transaction."""
+"""FastAPI dependencies shared by every domain: the request's transaction, settings and Redis.
+
+They read the composition root (`app.state.resources`, built by the lifespan) into typed
+locals without importing it: `app/resources.py` sits above every domain (docs/architecture.md),
+and each domain's own `deps.py` does the same for what only it uses.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.jobs import RUNNER, JobRunner
 from app.core.redis import RedisHandle
-from app.resources import Resources
 
 # Dependencies are `async def` even when they do not await: FastAPI runs a plain `def`
 # dependency in its thread pool, a thread hop per request for a dictionary lookup.
-
-
-def resources_of(request: Request) -> Resources:
-    resources: Resources = request.app.state.resources
-    return resources
-
-
-async def get_resources(request: Request) -> Resources:
-    return resources_of(request)
 
 
 async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
@@ -47,9 +42,6 @@ async def get_db(request: Request) -> AsyncIterator[AsyncSession]:
             await db.commit()
 
 
-# The whole composition root as a dependency: only app/chat's endpoints still take it (their
-# branch replaces it with typed dependencies); every other endpoint asks for what it uses.
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
 

@@ -3,12 +3,10 @@ start-up instead of silently mixing incomparable vectors."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.embeddings.base import Embedder
-from app.models import EmbeddingSpace
+from app.embeddings.repository import record_space, vector_column_dimension
 
 SPACE = "default"
 
@@ -19,24 +17,13 @@ class EmbeddingMismatchError(RuntimeError):
 
 async def check_embedding_space(db: AsyncSession, embedder: Embedder) -> None:
     """Record the embedder on first use; refuse a different model or dimension later."""
-    column = await db.scalar(
-        text(
-            "SELECT atttypmod FROM pg_attribute "
-            "WHERE attrelid = 'kb_chunks'::regclass AND attname = 'embedding'"
-        )
-    )
+    column = await vector_column_dimension(db)
     if column is not None and column != embedder.dimension:
         raise EmbeddingMismatchError(
             f"the vector columns hold {column} dimensions but {embedder.name} produces "
             f"{embedder.dimension}: set THREADLINE_EMBEDDING_DIM and migrate a new database"
         )
-    await db.execute(
-        pg_insert(EmbeddingSpace)
-        .values(name=SPACE, model=embedder.name, dimension=embedder.dimension)
-        .on_conflict_do_nothing()
-    )
-    recorded = await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == SPACE))
-    assert recorded is not None
+    recorded = await record_space(db, SPACE, embedder.name, embedder.dimension)
     if (recorded.model, recorded.dimension) != (embedder.name, embedder.dimension):
         raise EmbeddingMismatchError(
             f"this database's vectors were made by {recorded.model} ({recorded.dimension} "

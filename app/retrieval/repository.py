@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Float, cast, func, literal, select, text
+from sqlalchemy import ColumnElement, Float, cast, exists, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
@@ -254,3 +254,11 @@ class SearchRepository:
         if source.kind == "attachment":
             statement = statement.where(source.parent_id.in_(list(attachment_ids)))
         return _hits(source.kind, (await self.db.execute(statement)).all())
+
+
+async def has_ready_documents(db: AsyncSession, tenant_id: uuid.UUID) -> bool:
+    """Whether the tenant's knowledge base has a document ready to search."""
+    statement = select(
+        exists().where(KbDocument.tenant_id == tenant_id, KbDocument.status == "ready")
+    )
+    return bool(await db.scalar(statement))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.tenant_cache import TenantCache
-from app.models import KbDocument
+from app.retrieval.repository import has_ready_documents
 
 POSITIVE_TTL_SECONDS = 60.0
 NEGATIVE_TTL_SECONDS = 5.0
@@ -30,13 +29,7 @@ class KnowledgeBaseStatus:
         cached = self._known.get(tenant_id)
         if cached is not None:
             return cached
-        found = bool(
-            await db.scalar(
-                select(
-                    exists().where(KbDocument.tenant_id == tenant_id, KbDocument.status == "ready")
-                )
-            )
-        )
+        found = await has_ready_documents(db, tenant_id)
         ttl = POSITIVE_TTL_SECONDS if found else NEGATIVE_TTL_SECONDS
         return self._known.put(tenant_id, found, ttl)
 

@@ -253,7 +253,7 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
             if await _lease_expired(db, tenant.id, swept.turn_id):
                 break
             await asyncio.sleep(0.05)
-        leases = survivor_app.state.resources.guards.streams.leases
+        leases = survivor_app.state.resources.guards.leases
         assert await leases.sweep() >= 1
         _assert_kept_partial(await _stored(db, tenant.id, swept.turn_id), swept.reader.text())
         last = await _buffer_last(settings, swept.turn_id)

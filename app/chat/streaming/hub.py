@@ -18,7 +18,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from app.chat.events import TurnEvent
 from app.chat.runner import PreparedTurn
@@ -26,9 +25,6 @@ from app.chat.streaming.buffer import StreamBuffer
 from app.chat.streaming.run import Finisher, RunHandle
 from app.core.process import process_id
 from app.core.redis import RedisHandle
-
-if TYPE_CHECKING:
-    from app.chat.leases import TurnLeases
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +57,6 @@ class StreamHub:
         self._writers: set[asyncio.Task[None]] = set()
         self.shutting_down = asyncio.Event()
         """Set at shutdown: resuming clients end, new runs are stopped at once."""
-        self.leases: TurnLeases | None = None
-        """Set in lifespan: finishing orphaned turns needs the database."""
 
     def owner_channel(self, owner: str) -> str:
         """The control channel of the process that owns a lease."""

@@ -11,14 +11,11 @@ import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import AppError, NotFound, UnprocessableEntity
 from app.graph.context import TurnContext
 from app.graph.state import TurnState, turn_ids
-from app.models import Attachment, SessionAttachment
 from app.turns.repository import SessionStateRepository
 
 
@@ -48,22 +45,12 @@ async def _attach(
     requested: list[uuid.UUID],
 ) -> None:
     """Link the requested attachments to the session: each must be the user's (else 404)."""
-    owned = set(
-        (
-            await db.execute(
-                select(Attachment.id).where(
-                    Attachment.tenant_id == tenant,
-                    Attachment.user_id == user,
-                    Attachment.id.in_(requested),
-                )
-            )
-        ).scalars()
-    )
+    repository = SessionStateRepository(db, tenant)
+    owned = await repository.owned_attachments(user, requested)
     missing = [str(a) for a in requested if a not in owned]
     if missing:
         raise NotFound(f"No such attachment: {missing[0]}.", code="attachment_not_found")
-    links = [{"tenant_id": tenant, "session_id": session, "attachment_id": a} for a in requested]
-    await db.execute(pg_insert(SessionAttachment).values(links).on_conflict_do_nothing())
+    await repository.link_attachments(session, requested)
 
 
 POLL_SECONDS = 0.25
@@ -79,13 +66,7 @@ async def _await_processing(
     deadline = time.monotonic() + ctx.settings.attachment_wait_seconds
     while True:
         async with ctx.transaction(tenant) as db:
-            rows = (
-                await db.execute(
-                    select(Attachment.id, Attachment.status, Attachment.error).where(
-                        Attachment.tenant_id == tenant, Attachment.id.in_(active)
-                    )
-                )
-            ).all()
+            rows = await SessionStateRepository(db, tenant).attachment_statuses(active)
         waiting = [r for r in rows if r.status in ("pending", "processing")]
         if not waiting:
             break

@@ -1,8 +1,5 @@
-"""SQL for turns (`query_history`) and the session's running summary.
-
-Over 300 lines because it is the one home of every statement on `query_history`: the turn
-pipeline, the listing, the agent's tools and the history window read the same table.
-"""
+"""SQL for turns (`query_history`): the turn pipeline, the listing, the history window and the
+agent's look-ups of earlier answers."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from app.core.pagination import Cursor
 from app.core.process import process_id
 from app.core.repository import TenantRepository
-from app.models import ChatSession, QueryHistory, SessionAttachment
+from app.models import QueryHistory
 from app.turns.types import HistoryTurn
 
 HISTORY_STATUSES = ("complete", "incomplete")
@@ -289,34 +286,3 @@ class TurnRepository(TenantRepository[QueryHistory]):
 
 def _escape_like(word: str) -> str:
     return word.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
-
-
-class SessionStateRepository(TenantRepository[ChatSession]):
-    """A chat session's running summary and active attachments, as a turn reads them."""
-
-    model = ChatSession
-
-    async def summary(self, session_id: uuid.UUID) -> tuple[str, int]:
-        """The session's running summary and how many turns it covers."""
-        row = (
-            await self.db.execute(
-                select(ChatSession.summary, ChatSession.summarized_turns).where(
-                    ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id
-                )
-            )
-        ).one_or_none()
-        if row is None:
-            return "", 0
-        return row.summary or "", int(row.summarized_turns)
-
-    async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:
-        """The attachments active in the session, oldest first."""
-        rows = await self.db.execute(
-            select(SessionAttachment.attachment_id)
-            .where(
-                SessionAttachment.tenant_id == self.tenant_id,
-                SessionAttachment.session_id == session_id,
-            )
-            .order_by(SessionAttachment.created_at)
-        )
-        return list(rows.scalars())
