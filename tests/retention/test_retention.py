@@ -211,4 +211,5 @@ def test_celery_beat_schedules_the_sweep() -> None:
     # The task runs on a worker process's loop and engine (app.worker.tasks), as ingestion does.
     assert "app.worker.tasks" in TASK_MODULES
     assert celery_app.conf.beat_schedule["retention-sweep"]["task"] == SWEEP
+    celery_app.loader.import_default_modules()  # what a worker does at start: imports `include`
     assert SWEEP in celery_app.tasks
