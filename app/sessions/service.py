@@ -30,7 +30,7 @@ def _repo(db: AsyncSession, principal: Principal) -> SessionRepository:
 async def get_owned(db: AsyncSession, principal: Principal, session_id: uuid.UUID) -> ChatSession:
     found = await _repo(db, principal).owned(session_id, principal.user_id)
     if found is None:
-        raise NotFound("No such db.", code="session_not_found")
+        raise NotFound("No such session.", code="session_not_found")
     return found
 
 
