@@ -159,6 +159,7 @@ async def _rotate(
 
 
 async def logout(db: AsyncSession, principal: Principal) -> None:
+    """Revoke the token family of the caller's login, if it came from one."""
     if principal.token_family is not None:
         await RefreshFamilyRepository(db, principal.tenant_id).revoke(principal.token_family)
 

@@ -24,6 +24,8 @@ from app.turns.history import HistoryStore
 
 @dataclass
 class TurnContext:
+    """The services every node of a turn uses: settings, stores, retriever, responder, policies."""
+
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
     history: HistoryStore

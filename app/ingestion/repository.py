@@ -52,6 +52,8 @@ for seconds."""
 
 @dataclass(frozen=True)
 class NewChunk:
+    """One chunk to insert, with its embedding."""
+
     parent_id: uuid.UUID
     ordinal: int
     text: str
@@ -97,6 +99,8 @@ CLEARED_CLAIM: dict[str, Any] = {"claimed_by": None, "lease_expires_at": None, "
 
 
 class IngestionRepository:
+    """The SQL of ingestion, for documents or attachments of one tenant."""
+
     def __init__(self, session: AsyncSession, kind: Kind, tenant_id: uuid.UUID) -> None:
         self.session = session
         self.tenant_id = tenant_id
@@ -288,6 +292,7 @@ class IngestionRepository:
         )
 
     async def set(self, oid: uuid.UUID, **values: Any) -> None:
+        """Update columns of one document or attachment."""
         model = self.model
         await self.session.execute(
             update(model)

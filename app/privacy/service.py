@@ -32,7 +32,8 @@ _STOP_WAIT_SECONDS = 5.0
 class TurnStopper(Protocol):
     """Asks a running turn to stop (the chat domain's stream registry)."""
 
-    async def stop(self, turn_id: uuid.UUID) -> bool: ...
+    async def stop(self, turn_id: uuid.UUID) -> bool:
+        """Ask the turn to stop; whether it was running."""
 
 
 async def erase(

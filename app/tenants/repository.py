@@ -19,6 +19,7 @@ async def get_tenant(db: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
 
 
 async def find_tenant_by_name(db: AsyncSession, name: str) -> Tenant | None:
+    """The tenant with this name, or None (through the narrow RLS door for names)."""
     async with lookup_scope(db, TENANT_NAME, name):
         result = await db.execute(select(Tenant).where(Tenant.name == name))
         return result.scalar_one_or_none()
