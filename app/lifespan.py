@@ -169,7 +169,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         retention.start()
     # Ingestions lost by a process that stopped are queued again, now and periodically. On
-    # the engine's own sessions: a scan never shares a connection with a request.
+    # the engine's own database sessions: a scan never shares a connection with a request.
     db_sessions = resources.sessionmaker
     recovery = build_recovery(settings, lambda: db_sessions, resources.jobs)
     recovery.start()

@@ -122,7 +122,7 @@ async def refresh(
     """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
     and raises `RefreshTokenReused`.
 
-    The exchange owns its transaction (a session of its own, not the request's): a replay's
+    The exchange owns its transaction (a database session of its own, not the request's): a replay's
     revocation must be stored although the request fails, and the request dependency rolls
     back a failed request. So the revocation commits here, then the error is raised.
     """

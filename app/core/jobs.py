@@ -1,6 +1,6 @@
 """Background jobs, enqueued only after the transaction that created their data commits.
 
-A job is one use of the `on_commit` hook: handed to the runner once the session commits and
+A job is one use of the `on_commit` hook: handed to the runner once the database session commits and
 dropped on rollback, so a worker never looks for a row that was not stored. The runner is
 Celery when a broker is configured (`CELERY_BROKER_URL`), else an in-process task runner.
 """

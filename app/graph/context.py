@@ -39,7 +39,7 @@ class TurnContext:
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
-        """A session scoped to the tenant, committed when the block ends without error."""
+        """A database session scoped to the tenant, committed when the block ends without error."""
         async with self.sessionmaker() as db:
             db.info[TENANT] = tenant_id
             async with db.begin():

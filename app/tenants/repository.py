@@ -13,7 +13,7 @@ from app.models import Tenant
 
 
 async def get_tenant(db: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
-    """The tenant of the session's current scope (RLS shows no other)."""
+    """The tenant of the database session's current scope (RLS shows no other)."""
     result = await db.execute(select(Tenant).where(Tenant.id == tenant_id))
     return result.scalar_one_or_none()
 
