@@ -108,6 +108,7 @@ async def build_resources(settings: Settings) -> Resources:
 
 
 async def release_resources(resources: Resources) -> None:
+    """Shut down what `build_resources` built: streams first, then jobs, pools and Redis."""
     streams = resources.guards.streams
     # Live streams end first, as a stop would end them, while Redis and PostgreSQL are
     # still there to take their last event and their turn.
@@ -156,6 +157,7 @@ def _stop_streams_on_signal(resources: Resources) -> Callable[[], None]:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """The API process's lifetime: build the resources and background loops, then release them."""
     settings: Settings = app.state.settings
     resources = await build_resources(settings)
     app.state.resources = resources
@@ -167,7 +169,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         retention.start()
     # Ingestions lost by a process that stopped are queued again, now and periodically. On
-    # the engine's own sessions: a scan never shares a connection with a request.
+    # the engine's own database sessions: a scan never shares a connection with a request.
     db_sessions = resources.sessionmaker
     recovery = build_recovery(settings, lambda: db_sessions, resources.jobs)
     recovery.start()

@@ -35,6 +35,7 @@ UPLOAD_PATHS = ("/attachments", "/kb/documents")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the FastAPI application: middleware, error handlers, routers."""
     settings = settings or get_settings()
     app = FastAPI(
         title="Threadline",

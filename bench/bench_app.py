@@ -74,9 +74,9 @@ def factory() -> FastAPI:
 
     @app.post("/bench/baseline")
     async def baseline(
-        body: BaselineRequest, principal: CurrentPrincipal, session: DbSession
+        body: BaselineRequest, principal: CurrentPrincipal, db: DbSession
     ) -> dict[str, str]:
-        await sessions.get_owned(session, principal, body.session_id)
+        await sessions.get_owned(db, principal, body.session_id)
         turn = QueryHistory(
             tenant_id=principal.tenant_id,
             session_id=body.session_id,
@@ -85,8 +85,8 @@ def factory() -> FastAPI:
             answer=ANSWER,
             status="complete",
         )
-        session.add(turn)
-        await session.flush()
+        db.add(turn)
+        await db.flush()
         return {"turn_id": str(turn.id)}
 
     return app

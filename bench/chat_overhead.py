@@ -61,11 +61,11 @@ async def _prepare(owner_url: str) -> None:
     urls = resolve_database_urls(settings)
     await migrate.upgrade(settings, urls.owner)
     engine = create_engine(urls.app)
-    async with create_sessionmaker(engine)() as session, session.begin():
-        tenant = await create_tenant(session, f"bench-{uuid.uuid4().hex[:6]}")
-        await scope_to_tenant(session, tenant.id)
+    async with create_sessionmaker(engine)() as db, db.begin():
+        tenant = await create_tenant(db, f"bench-{uuid.uuid4().hex[:6]}")
+        await scope_to_tenant(db, tenant.id)
         await create_user(
-            session, settings, tenant.id, email="bench@example.com", password=PASSWORD,
+            db, settings, tenant.id, email="bench@example.com", password=PASSWORD,
             role="admin",
         )  # fmt: skip
     await engine.dispose()

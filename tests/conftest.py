@@ -180,8 +180,8 @@ async def _truncate(engine: AsyncEngine) -> None:
 @pytest.fixture
 async def db(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
     """A session for factories and assertions, inside the test's transaction."""
-    async with sessionmaker() as session:
-        yield session
+    async with sessionmaker() as db:
+        yield db
 
 
 @pytest.fixture

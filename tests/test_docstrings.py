@@ -17,59 +17,10 @@ ROOT = APP.parent
 
 PENDING = frozenset(
     {
-        "app/attachments/endpoints.py",
-        "app/attachments/service.py",
-        "app/audit/log.py",
-        "app/audit/turns.py",
-        "app/auth/endpoints.py",
-        "app/auth/repository.py",
-        "app/auth/service.py",
-        "app/cli.py",
-        "app/cli_chat.py",
         "app/core/deps.py",
-        "app/core/jobs.py",
-        "app/embeddings/factory.py",
-        "app/faqs/endpoints.py",
-        "app/faqs/service.py",
-        "app/graph/context.py",
-        "app/guardrails/policy.py",
-        "app/ingestion/pipeline.py",
-        "app/ingestion/repository.py",
-        "app/knowledge/endpoints.py",
-        "app/knowledge/repository.py",
-        "app/knowledge/service.py",
-        "app/lifespan.py",
-        "app/limits/limiter.py",
-        "app/llm/providers.py",
-        "app/llm/responder.py",
-        "app/llm/tokens.py",
-        "app/main.py",
-        "app/privacy/endpoints.py",
-        "app/privacy/erasure.py",
-        "app/privacy/pii.py",
-        "app/retention/endpoints.py",
-        "app/retention/policy.py",
-        "app/retention/purge.py",
-        "app/retention/schedule.py",
-        "app/retention/tasks.py",
-        "app/retrieval/hybrid.py",
-        "app/sessions/endpoints.py",
-        "app/sessions/repository.py",
-        "app/sessions/service.py",
-        "app/tenants/repository.py",
-        "app/worker/celery_app.py",
-        "app/worker/runtime.py",
     }
 )
 """Modules (paths from the project root) still missing docstrings on some public names."""
-
-FMT_SKIP_PENDING: frozenset[str] = frozenset(
-    {
-        "app/cli.py",
-        "app/retrieval/hybrid.py",
-    }
-)
-"""Modules still laying code out by hand with `# fmt: skip`."""
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -164,10 +115,5 @@ def test_pending_lists_only_modules_that_still_miss_docstrings() -> None:
 
 
 def test_no_hand_packed_layout_in_app() -> None:
-    modules = _modules()
-    packed = sorted(m for m, source in modules.items() if "fmt: skip" in source)
-    assert set(packed) <= FMT_SKIP_PENDING, (
-        f"'# fmt: skip' in {sorted(set(packed) - FMT_SKIP_PENDING)}: let ruff format lay it out"
-    )
-    done = sorted(FMT_SKIP_PENDING - set(packed))
-    assert not done, f"take these out of FMT_SKIP_PENDING: {done}"
+    packed = sorted(m for m, source in _modules().items() if "fmt: skip" in source)
+    assert not packed, f"'# fmt: skip' in {packed}: let ruff format lay it out"

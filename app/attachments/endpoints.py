@@ -39,6 +39,7 @@ async def upload_attachment(
 async def read_attachment(
     attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> AttachmentOut:
+    """One of the caller's attachments, with its status."""
     return AttachmentOut.model_validate(await service.get_owned(db, principal, attachment_id))
 
 

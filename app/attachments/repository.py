@@ -18,8 +18,8 @@ class AttachmentRepository(TenantRepository[Attachment]):
 
     model = Attachment
 
-    def __init__(self, session: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
-        super().__init__(session, tenant_id)
+    def __init__(self, db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
+        super().__init__(db, tenant_id)
         self.user_id = user_id
 
     async def owned(self, attachment_id: uuid.UUID) -> Attachment | None:

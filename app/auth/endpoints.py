@@ -121,6 +121,7 @@ async def logout(principal: CurrentPrincipal, db: DbSession) -> None:
 
 @router.get("/me", response_model=MeResponse)
 async def me(principal: CurrentPrincipal) -> MeResponse:
+    """Who the caller is (user, tenant, role)."""
     return MeResponse(
         id=principal.user_id,
         email=principal.email,
@@ -168,10 +169,12 @@ async def create_api_key(
 
 @admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
 async def list_api_keys(admin: AdminPrincipal, db: DbSession) -> list[ApiKeyInfo]:
+    """The tenant's API keys, newest first (admins only)."""
     keys = await service.list_api_keys(db, admin)
     return [ApiKeyInfo.model_validate(key) for key in keys]
 
 
 @admin_router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def revoke_api_key(key_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> None:
+    """Revoke one of the tenant's API keys (admins only)."""
     await service.revoke_api_key(db, admin, key_id)

@@ -20,6 +20,8 @@ from app.models import ApiKey, RefreshTokenFamily, RefreshTokenUse, User
 
 
 class UserRepository(TenantRepository[User]):
+    """The tenant's users."""
+
     model = User
 
     async def with_family(
@@ -42,14 +44,18 @@ class UserRepository(TenantRepository[User]):
         return None if row is None else (row[0], row[1])
 
     async def by_email(self, email: str) -> User | None:
+        """The tenant's user with this email, or None."""
         result = await self.db.execute(self.scoped().where(User.email == email))
         return result.scalar_one_or_none()
 
 
 class ApiKeyRepository(TenantRepository[ApiKey]):
+    """The tenant's API keys."""
+
     model = ApiKey
 
     async def list(self) -> list[ApiKey]:
+        """Every API key of the tenant, newest first."""
         result = await self.db.execute(self.scoped().order_by(ApiKey.created_at.desc()))
         return list(result.scalars())
 
@@ -73,9 +79,12 @@ async def find_api_key(db: AsyncSession, key_hash: str) -> ApiKey | None:
 
 
 class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
+    """The tenant's refresh-token families (one per login, rotated together)."""
+
     model = RefreshTokenFamily
 
     async def start(self, user_id: uuid.UUID, expires_at: datetime) -> RefreshTokenFamily:
+        """Open a new token family for a login of `user_id`."""
         family = RefreshTokenFamily(
             tenant_id=self.tenant_id, id=uuid.uuid4(), user_id=user_id, expires_at=expires_at
         )
@@ -84,6 +93,7 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
         return family
 
     async def lock(self, family_id: uuid.UUID, user_id: uuid.UUID) -> RefreshTokenFamily | None:
+        """The user's family, row-locked for a rotation; None if it is not theirs."""
         result = await self.db.execute(
             self.scoped()
             .where(RefreshTokenFamily.id == family_id, RefreshTokenFamily.user_id == user_id)
@@ -102,6 +112,7 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
         return result.scalar_one_or_none() is not None
 
     async def revoke(self, family_id: uuid.UUID) -> None:
+        """Mark the family revoked (once: an already revoked one keeps its time)."""
         await self.db.execute(
             update(RefreshTokenFamily)
             .where(

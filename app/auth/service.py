@@ -122,7 +122,7 @@ async def refresh(
     """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
     and raises `RefreshTokenReused`.
 
-    The exchange owns its transaction (a session of its own, not the request's): a replay's
+    The exchange owns its transaction (a database session of its own, not the request's): a replay's
     revocation must be stored although the request fails, and the request dependency rolls
     back a failed request. So the revocation commits here, then the error is raised.
     """
@@ -159,6 +159,7 @@ async def _rotate(
 
 
 async def logout(db: AsyncSession, principal: Principal) -> None:
+    """Revoke the token family of the caller's login, if it came from one."""
     if principal.token_family is not None:
         await RefreshFamilyRepository(db, principal.tenant_id).revoke(principal.token_family)
 

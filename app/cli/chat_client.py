@@ -30,12 +30,15 @@ class ChatClientError(Exception):
 
 @dataclass
 class Connection:
+    """A logged-in connection to the API that refreshes its token once on a 401."""
+
     url: str
     access_token: str
     refresh_token: str
     http: httpx.Client
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send a request with the access token; raises ChatClientError on failure."""
         response = self.http.request(method, path, headers=self._headers(), **kwargs)
         if response.status_code == 401 and self._refresh():
             response = self.http.request(method, path, headers=self._headers(), **kwargs)
@@ -79,6 +82,7 @@ def _checked(response: httpx.Response) -> httpx.Response:
 
 
 def login(http: httpx.Client, url: str, email: str, password: str) -> Connection:
+    """Log in with email and password; the connection that holds the tokens."""
     response = _checked(http.post("/auth/token", json={"email": email, "password": password}))
     body = response.json()
     return Connection(url, body["access_token"], body["refresh_token"], http)
@@ -111,6 +115,8 @@ def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 class ChatTerminal:
+    """The interactive chat loop in a terminal: pick a session, ask, print the answer."""
+
     def __init__(
         self,
         connection: Connection,
@@ -125,10 +131,12 @@ class ChatTerminal:
         self.out = out
 
     def say(self, text: str = "", end: str = "\n") -> None:
+        """Write a line to the terminal."""
         self.out.write(text + end)
         self.out.flush()
 
     def choose_session(self, session_id: str | None, new: bool) -> str:
+        """The id of the session to chat in: the one given, one picked, or a new one."""
         if session_id:
             found = self.connection.request("GET", f"/sessions/{session_id}").json()
             self.say(f"Resuming {found['title']!r}.")
@@ -152,6 +160,7 @@ class ChatTerminal:
         return str(created["id"])
 
     def loop(self, session_id: str) -> None:
+        """Read questions and answer them until the user quits."""
         self.say("Ask a question; 'quit', 'exit' or Ctrl-D to leave.")
         while True:
             try:
@@ -168,6 +177,7 @@ class ChatTerminal:
                 self.ask(session_id, question)
 
     def ask(self, session_id: str, question: str) -> Turn:
+        """Stream one answer to the terminal; Ctrl-C stops it."""
         turn = Turn()
         try:
             response = self.connection.stream(

@@ -79,9 +79,15 @@ async def ingest_files(
                     async with sessions() as db, db.begin():
                         db.info[TENANT] = tenant.id  # applied as the transaction starts
                         document, duplicate = await add_document(
-                            db, tenant.id, upload, title=path.stem, external_id=external_id,
-                            metadata={}, created_by=None, enqueue=False,
-                        )  # fmt: skip
+                            db,
+                            tenant.id,
+                            upload,
+                            title=path.stem,
+                            external_id=external_id,
+                            metadata={},
+                            created_by=None,
+                            enqueue=False,
+                        )
                     if duplicate:
                         counts["duplicate"] += 1
                     else:

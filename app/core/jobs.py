@@ -1,6 +1,6 @@
 """Background jobs, enqueued only after the transaction that created their data commits.
 
-A job is one use of the `on_commit` hook: handed to the runner once the session commits and
+A job is one use of the `on_commit` hook: handed to the runner once the database session commits and
 dropped on rollback, so a worker never looks for a row that was not stored. The runner is
 Celery when a broker is configured (`CELERY_BROKER_URL`), else an in-process task runner.
 """
@@ -25,12 +25,17 @@ RUNNER = "threadline.job_runner"
 
 @dataclass(frozen=True)
 class Job:
+    """A named background task and its (string) arguments."""
+
     name: str
     kwargs: dict[str, str] = field(default_factory=dict)
 
 
 class JobRunner(Protocol):
-    def submit(self, job: Job) -> None: ...
+    """Where committed jobs go: in-process tasks or Celery."""
+
+    def submit(self, job: Job) -> None:
+        """Start or publish `job` (called after its transaction committed)."""
 
 
 def enqueue_after_commit(db: Any, job: Job) -> None:
@@ -58,6 +63,7 @@ class InProcessJobs:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def submit(self, job: Job) -> None:
+        """Run `job` as a task on the running event loop."""
         task = asyncio.get_running_loop().create_task(self._run(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -83,7 +89,9 @@ class CeleryJobs:
         self.app = app
 
     def submit(self, job: Job) -> None:
+        """Publish `job` to the broker."""
         self.app.send_task(job.name, kwargs=job.kwargs)
 
     async def drain(self) -> None:
+        """Nothing to wait for: the workers run the jobs."""
         return None

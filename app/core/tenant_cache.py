@@ -38,4 +38,5 @@ class TenantCache(Generic[T]):
 class TenantInvalidator(Protocol):
     """Something cached per tenant that a change to the tenant's data must clear."""
 
-    def invalidate(self, tenant_id: uuid.UUID) -> None: ...
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        """Forget what is cached for the tenant."""

@@ -18,6 +18,8 @@ router = APIRouter(prefix="/admin/faqs", tags=["admin"])
 
 
 class FaqIn(BaseModel):
+    """The body of a new FAQ: a question and its answer, trimmed."""
+
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=1000)
@@ -32,10 +34,14 @@ class FaqIn(BaseModel):
 
 
 class FaqCreated(BaseModel):
+    """The id of a created FAQ."""
+
     id: uuid.UUID
 
 
 class FaqOut(BaseModel):
+    """One FAQ as the API shows it."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
@@ -45,6 +51,8 @@ class FaqOut(BaseModel):
 
 
 class FaqList(BaseModel):
+    """The tenant's FAQs."""
+
     items: list[FaqOut]
 
 
@@ -61,6 +69,7 @@ async def create_faq(
     embedder: EmbedderDep,
     policies: PolicyCacheDep,
 ) -> FaqCreated:
+    """Add a FAQ (admins only)."""
     faq = await service.create_faq(
         db, embedder, policies, admin.tenant_id, body.question, body.answer
     )
@@ -69,12 +78,14 @@ async def create_faq(
 
 @router.get("", response_model=FaqList)
 async def list_faqs(admin: AdminPrincipal, db: DbSession) -> FaqList:
+    """The tenant's FAQs (admins only)."""
     items = await service.list_faqs(db, admin.tenant_id)
     return FaqList(items=[FaqOut.model_validate(f) for f in items])
 
 
 @router.get("/{faq_id}", response_model=FaqOut)
 async def read_faq(faq_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> FaqOut:
+    """One FAQ (admins only)."""
     return FaqOut.model_validate(await service.get_faq(db, admin.tenant_id, faq_id))
 
 
@@ -82,4 +93,5 @@ async def read_faq(faq_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> F
 async def delete_faq(
     faq_id: uuid.UUID, admin: AdminPrincipal, db: DbSession, policies: PolicyCacheDep
 ) -> None:
+    """Remove a FAQ (admins only)."""
     await service.delete_faq(db, policies, admin.tenant_id, faq_id)

@@ -24,6 +24,8 @@ from app.turns.history import HistoryStore
 
 @dataclass
 class TurnContext:
+    """The services every node of a turn uses: settings, stores, retriever, responder, policies."""
+
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
     history: HistoryStore
@@ -37,8 +39,8 @@ class TurnContext:
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
-        """A session scoped to the tenant, committed when the block ends without error."""
-        async with self.sessionmaker() as session:
-            session.info[TENANT] = tenant_id
-            async with session.begin():
-                yield session
+        """A database session scoped to the tenant, committed when the block ends without error."""
+        async with self.sessionmaker() as db:
+            db.info[TENANT] = tenant_id
+            async with db.begin():
+                yield db

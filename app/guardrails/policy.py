@@ -42,6 +42,8 @@ class GuardrailOverrides(BaseModel):
 
 @dataclass(frozen=True)
 class TenantPolicy:
+    """A tenant's guardrail and triage settings: the environment's defaults with its overrides."""
+
     injection: Action
     abuse: Action
     pii: Action
@@ -53,6 +55,7 @@ class TenantPolicy:
 
 
 def resolve(settings: Settings, stored: dict[str, Any], faq_count: int) -> TenantPolicy:
+    """The tenant's policy: its stored overrides over the environment's defaults."""
     overrides = GuardrailOverrides.model_validate(stored or {})
     return TenantPolicy(
         injection=overrides.injection or settings.guard_injection,
@@ -76,6 +79,7 @@ class TenantPolicies:
         self._known: TenantCache[TenantPolicy] = TenantCache()
 
     async def get(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
+        """The tenant's policy, from the cache while it is fresh."""
         cached = self._known.get(tenant_id)
         if cached is not None:
             return cached
@@ -87,6 +91,7 @@ class TenantPolicies:
         return self._known.get(tenant_id)
 
     async def load(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
+        """The tenant's policy, read from the database (no cache)."""
         stored, count = await policy_inputs(db, tenant_id)
         return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count)
 

@@ -67,6 +67,8 @@ class _Indexed:
 
 @dataclass
 class IngestionDeps:
+    """What ingestion needs and its tuning: sessions, embedder, chunking, retries, leases."""
+
     sessionmaker: async_sessionmaker[AsyncSession]
     embedder: Embedder
     pii_anonymize: bool
@@ -140,6 +142,7 @@ class IngestionDeps:
             self.chunk_overlap = min(self.chunk_overlap, limit // 4)
 
     def prepare_options(self, kind: Kind, content_type: str) -> PrepareOptions:
+        """How to prepare one file of this kind (knowledge base or attachment)."""
         return PrepareOptions(
             content_type=content_type,
             anonymise=kind == "attachment" and self.pii_anonymize,

@@ -52,6 +52,8 @@ for seconds."""
 
 @dataclass(frozen=True)
 class NewChunk:
+    """One chunk to insert, with its embedding."""
+
     parent_id: uuid.UUID
     ordinal: int
     text: str
@@ -97,8 +99,10 @@ CLEARED_CLAIM: dict[str, Any] = {"claimed_by": None, "lease_expires_at": None, "
 
 
 class IngestionRepository:
-    def __init__(self, session: AsyncSession, kind: Kind, tenant_id: uuid.UUID) -> None:
-        self.session = session
+    """The SQL of ingestion, for documents or attachments of one tenant."""
+
+    def __init__(self, db: AsyncSession, kind: Kind, tenant_id: uuid.UUID) -> None:
+        self.db = db
         self.tenant_id = tenant_id
         self.model: Any = KbDocument if kind == "kb" else Attachment
         self.chunk_model: Any = KbChunk if kind == "kb" else AttachmentChunk
@@ -120,7 +124,7 @@ class IngestionRepository:
                 or_(mine, and_(_lapsed(model), model.attempts < max_attempts)),
             ),
         )
-        rows = await self.session.execute(
+        rows = await self.db.execute(
             update(model)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids), claimable)
             .values(
@@ -142,7 +146,7 @@ class IngestionRepository:
     ) -> set[uuid.UUID]:
         """Extend `owner`'s leases on these documents; the ids it still holds."""
         model = self.model
-        rows = await self.session.scalars(
+        rows = await self.db.scalars(
             update(model)
             .where(
                 model.tenant_id == self.tenant_id,
@@ -161,7 +165,7 @@ class IngestionRepository:
         deadlock), so none is deleted between indexing its chunks and marking it ready;
         each with the process that holds its claim now."""
         model = self.model
-        rows = await self.session.execute(
+        rows = await self.db.execute(
             select(model.id, model.claimed_by)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
             .order_by(model.id)
@@ -174,7 +178,7 @@ class IngestionRepository:
         holder of the claim writes it: a document requeued by the recovery (unclaimed again)
         or already stored by another process is not this job's to fail."""
         model = self.model
-        await self.session.execute(
+        await self.db.execute(
             update(model)
             .where(
                 model.tenant_id == self.tenant_id,
@@ -202,7 +206,7 @@ class IngestionRepository:
                 " times (the process running it stopped each time); upload it again to retry."
             )
         )
-        rows = await self.session.execute(
+        rows = await self.db.execute(
             update(model)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
             .where(due(model, pending_grace))
@@ -223,7 +227,7 @@ class IngestionRepository:
         """Whatever an earlier attempt wrote goes; the new chunks come in one INSERT per
         `ROWS_PER_INSERT` (not executemany, which would fire the statistics trigger per row)."""
         chunk_model = self.chunk_model
-        await self.session.execute(
+        await self.db.execute(
             delete(chunk_model)
             .where(chunk_model.tenant_id == self.tenant_id, self.parent == _ids(ids))
             .execution_options(synchronize_session=False)
@@ -264,7 +268,7 @@ class IngestionRepository:
             embeddings = array("f")
             for chunk in part:
                 embeddings.extend(chunk.embedding)
-            await self.session.execute(
+            await self.db.execute(
                 statement,
                 {
                     "tenant_id": self.tenant_id,
@@ -280,7 +284,7 @@ class IngestionRepository:
         """One UPDATE per document (`id` in each dict), sent together as one executemany."""
         table = self.model.__table__
         columns = {key for row in values for key in row if key != "id"}
-        await self.session.execute(
+        await self.db.execute(
             table.update()
             .where(table.c.tenant_id == self.tenant_id, table.c.id == bindparam("oid"))
             .values({column: bindparam(f"v_{column}") for column in columns}),
@@ -288,8 +292,9 @@ class IngestionRepository:
         )
 
     async def set(self, oid: uuid.UUID, **values: Any) -> None:
+        """Update columns of one document or attachment."""
         model = self.model
-        await self.session.execute(
+        await self.db.execute(
             update(model)
             .where(model.tenant_id == self.tenant_id, model.id == oid)
             .values(**values)
@@ -298,14 +303,14 @@ class IngestionRepository:
 
 
 async def lost_documents(
-    session: AsyncSession, pending_grace: float, limit: int
+    db: AsyncSession, pending_grace: float, limit: int
 ) -> list[tuple[Kind, uuid.UUID, uuid.UUID]]:
     """(kind, tenant, id) of lost ingestions in every tenant, oldest first. Run with the
     maintenance door open (migration 0017): it shows in-flight rows of all tenants."""
     found: list[tuple[Kind, uuid.UUID, uuid.UUID]] = []
     kinds: tuple[tuple[Kind, Any], ...] = (("attachment", Attachment), ("kb", KbDocument))
     for kind, model in kinds:  # attachments first: a user is waiting for them
-        rows = await session.execute(
+        rows = await db.execute(
             select(model.tenant_id, model.id)
             .where(due(model, pending_grace))
             .order_by(model.updated_at)

@@ -135,6 +135,7 @@ async def list_documents(
 async def read_document(
     document_id: uuid.UUID, admin: AdminPrincipal, db: DbSession
 ) -> DocumentOut:
+    """One knowledge-base document (admins only)."""
     return DocumentOut.model_validate(await service.get_document(db, admin, document_id))
 
 

@@ -10,9 +10,12 @@ from app.models import KbDocument
 
 
 class DocumentRepository(TenantRepository[KbDocument]):
+    """The tenant's knowledge-base documents."""
+
     model = KbDocument
 
     async def by_hash(self, content_hash: str) -> KbDocument | None:
+        """The tenant's document with this content hash, or None."""
         result = await self.db.execute(self.scoped().where(KbDocument.content_hash == content_hash))
         return result.scalar_one_or_none()
 
@@ -28,4 +31,5 @@ class DocumentRepository(TenantRepository[KbDocument]):
         return (await self.db.scalars(statement)).one_or_none()
 
     async def page(self, *, limit: int, after: Cursor | None) -> list[KbDocument]:
+        """One page of the tenant's documents, keyset-paginated."""
         return await self.keyset_page(self.scoped(), limit=limit, after=after)

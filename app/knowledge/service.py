@@ -61,6 +61,7 @@ async def add_document(
 
 
 async def get_document(db: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> KbDocument:
+    """One of the tenant's documents; 404 when it has none with this id."""
     document = await DocumentRepository(db, principal.tenant_id).get(doc_id)
     if document is None:
         raise NotFound("No such document.", code="document_not_found")
@@ -81,6 +82,7 @@ async def delete_document(
 async def list_documents(
     db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
 ) -> tuple[list[KbDocument], str | None]:
+    """One page of the tenant's documents and the cursor of the next."""
     after = Cursor.decode(cursor) if cursor else None
     rows = await DocumentRepository(db, principal.tenant_id).page(limit=limit, after=after)
     return split_page(rows, limit)

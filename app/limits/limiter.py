@@ -52,6 +52,8 @@ return 1
 
 @dataclass(frozen=True)
 class Limits:
+    """Per-minute request and per-day token limits for users and tenants (0: unlimited)."""
+
     user_per_min: int
     tenant_per_min: int
     user_tokens_per_day: int
@@ -59,6 +61,7 @@ class Limits:
 
     @classmethod
     def defaults(cls, settings: Settings) -> Limits:
+        """The limits from the environment."""
         return cls(
             settings.rate_limit_user_per_min,
             settings.rate_limit_tenant_per_min,
@@ -67,11 +70,14 @@ class Limits:
         )
 
     def overridden(self, overrides: dict[str, Any]) -> Limits:
+        """These limits with a tenant's known overrides applied."""
         known = {k: int(v) for k, v in overrides.items() if k in self.__dataclass_fields__}
         return replace(self, **known)
 
 
 class UsageLimiter:
+    """Checks and charges the rate limits and token quotas in Redis."""
+
     def __init__(self, redis: RedisHandle, settings: Settings) -> None:
         self.redis = redis
         self.defaults = Limits.defaults(settings)

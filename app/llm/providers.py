@@ -13,6 +13,8 @@ DEFAULT_MODELS = {
 
 
 class ProviderConfigError(RuntimeError):
+    """The configured model provider cannot be built (unknown name, missing key or package)."""
+
     pass
 
 

@@ -79,6 +79,7 @@ class ChatModelResponder:
         self.model_name = model_name
 
     async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
+        """Stream the model's answer, counting its tokens."""
         reported = False
         async for chunk in self.model.astream(to_langchain(request.prompt)):
             usage = getattr(chunk, "usage_metadata", None)
@@ -94,6 +95,7 @@ class ChatModelResponder:
             generation.count(request.prompt)
 
     async def answer(self, request: ModelRequest, generation: Generation) -> str:
+        """The model's whole answer in one call, counting its tokens."""
         # One call instead of a stream: per-chunk work (callbacks, merging chunks, one event
         # each) was most of a turn's own cost with a fast model, for text nobody watched.
         message = await self.model.ainvoke(to_langchain(request.prompt))
@@ -108,6 +110,7 @@ class ChatModelResponder:
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
+        """The model's reply to a prompt outside a turn (None if empty)."""
         result = await self.model.ainvoke(to_langchain(prompt))
         return result.text.strip() or None
 
@@ -154,6 +157,7 @@ class ExtractiveResponder:
     def compose(
         self, sources: Sequence[SourceRef], history: Sequence[HistoryTurn], query: str
     ) -> str:
+        """The answer: the best sentences of the sources, or of earlier turns."""
         terms = _terms(query)
         parts: list[str] = []
         for source in list(sources)[: self.max_sources]:
@@ -174,6 +178,7 @@ class ExtractiveResponder:
         return NO_SOURCES
 
     async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
+        """Stream the composed answer word by word."""
         answer = self.compose(request.sources, request.history, request.query)
         generation.prompt_tokens = sum(count_tokens(m["content"]) for m in request.prompt)
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
@@ -182,10 +187,12 @@ class ExtractiveResponder:
         generation.count(request.prompt)
 
     async def answer(self, request: ModelRequest, generation: Generation) -> str:
+        """The composed answer in one piece."""
         text = self.compose(request.sources, request.history, request.query)
         generation.text.append(text)
         generation.count(request.prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
+        """None: without a language model there is nothing to complete."""
         return None

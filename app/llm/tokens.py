@@ -29,6 +29,7 @@ def _count_cached(text: str) -> int:
 
 
 def count_tokens(text: str) -> int:
+    """The number of tokens in `text` (short texts' counts are cached)."""
     if not text:
         return 0
     if len(text) <= _CACHED_TEXT_CHARS:

@@ -21,6 +21,8 @@ router = APIRouter(tags=["privacy"])
 
 
 class ErasureCounts(BaseModel):
+    """How many rows of each kind an erasure removed."""
+
     sessions: int
     turns: int
     attachments: int
@@ -32,6 +34,8 @@ class ErasureCounts(BaseModel):
 
 
 class ErasureResponse(BaseModel):
+    """The answer to an erasure: what was deleted."""
+
     deleted: ErasureCounts
 
 

@@ -41,6 +41,7 @@ class Erased:
     ids: set[str] = field(default_factory=set, repr=False)
 
     def counts(self) -> dict[str, int]:
+        """The counts by name, without the ids."""
         counts = asdict(self)
         counts.pop("ids")
         return counts

@@ -85,6 +85,8 @@ _DETECTORS = (
 
 @dataclass
 class Anonymized:
+    """Text with its personal data replaced, and how many of each kind were found."""
+
     text: str
     found: Counter[str] = field(default_factory=Counter)
 
@@ -105,6 +107,7 @@ def anonymize(text: str) -> Anonymized:
 
 
 def detect(text: str) -> Counter[str]:
+    """How many items of each kind of personal data `text` holds."""
     return anonymize(text).found
 
 

@@ -1,7 +1,7 @@
 """Erasing a user, as one flow: refuse the last admin, stop their turns, delete their rows,
 log it, commit, then purge their cache keys.
 
-The erasure owns its transaction (a session of its own from the sessionmaker, not the
+The erasure owns its transaction (a database session of its own from the sessionmaker, not the
 request's): its response says how many cache keys were purged, and the purge may only start
 once the deletion has committed, or a turn could re-cache what was just deleted. The request
 dependency commits after the endpoint has built its response, too late for both.
@@ -32,7 +32,8 @@ _STOP_WAIT_SECONDS = 5.0
 class TurnStopper(Protocol):
     """Asks a running turn to stop (the chat domain's stream registry)."""
 
-    async def stop(self, turn_id: uuid.UUID) -> bool: ...
+    async def stop(self, turn_id: uuid.UUID) -> bool:
+        """Ask the turn to stop; whether it was running."""
 
 
 async def erase(

@@ -14,6 +14,8 @@ router = APIRouter(prefix="/admin/retention", tags=["admin"])
 
 
 class RetentionPolicy(BaseModel):
+    """A tenant's retention policy as the API shows and takes it."""
+
     model_config = ConfigDict(extra="forbid")
 
     max_turn_age_days: int | None = Field(
@@ -28,6 +30,7 @@ class RetentionPolicy(BaseModel):
 
 @router.get("", response_model=RetentionPolicy)
 async def read_policy(admin: AdminPrincipal, db: DbSession) -> RetentionPolicy:
+    """The tenant's retention policy (admins only)."""
     return RetentionPolicy(max_turn_age_days=await get_policy(db, admin.tenant_id))
 
 

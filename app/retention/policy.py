@@ -16,6 +16,7 @@ KEY = "retention"
 
 
 def max_turn_age_days(settings: dict[str, Any]) -> int | None:
+    """The age in days past which turns are purged, from a tenant's settings; None: kept."""
     value = (settings or {}).get(KEY, {}).get("max_turn_age_days")
     return int(value) if value is not None else None
 

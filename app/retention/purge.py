@@ -42,6 +42,7 @@ class Purged:
     sessions: list[uuid.UUID] = field(default_factory=list, repr=False)
 
     def add(self, other: Purged) -> None:
+        """Add another sweep's counts to these."""
         self.turns += other.turns
         self.summaries_reset += other.summaries_reset
         self.checkpoints += other.checkpoints

@@ -35,6 +35,7 @@ class RetentionScheduler:
         self._timer = Periodic("retention sweep", interval_seconds, self._sweep, at_start=False)
 
     def start(self) -> None:
+        """Start the timer (the first sweep comes one interval later)."""
         self._timer.start()
 
     async def _sweep(self) -> None:
@@ -42,4 +43,5 @@ class RetentionScheduler:
         await sweep(self.sessionmaker(), self.history, datetime.now(UTC))
 
     async def stop(self) -> None:
+        """Stop the timer, waiting for a sweep under way."""
         await self._timer.stop()

@@ -31,6 +31,7 @@ CursorParam = Annotated[str | None, Query(max_length=200, description="From `nex
 async def create_session(
     principal: CurrentPrincipal, db: DbSession, body: CreateSessionRequest | None = None
 ) -> SessionResponse:
+    """Start a chat session for the caller."""
     chat = await service.create(db, principal, body.title if body else None)
     return SessionResponse.model_validate(chat)
 
@@ -50,6 +51,7 @@ async def list_sessions(
 async def read_session(
     session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
 ) -> SessionResponse:
+    """One of the caller's sessions."""
     return SessionResponse.model_validate(await service.get_owned(db, principal, session_id))
 
 
@@ -60,6 +62,7 @@ async def rename_session(
     principal: CurrentPrincipal,
     db: DbSession,
 ) -> SessionResponse:
+    """Retitle one of the caller's sessions."""
     chat = await service.rename(db, principal, session_id, body.title)
     return SessionResponse.model_validate(chat)
 

@@ -12,6 +12,8 @@ from app.models import ChatSession
 
 
 class SessionRepository(TenantRepository[ChatSession]):
+    """The tenant's chat sessions."""
+
     model = ChatSession
 
     async def owned(self, session_id: uuid.UUID, user_id: uuid.UUID) -> ChatSession | None:
@@ -24,6 +26,7 @@ class SessionRepository(TenantRepository[ChatSession]):
     async def page(
         self, user_id: uuid.UUID, *, limit: int, after: Cursor | None
     ) -> list[ChatSession]:
+        """One page of the user's sessions, keyset-paginated."""
         statement = self.scoped().where(ChatSession.user_id == user_id)
         return await self.keyset_page(statement, limit=limit, after=after)
 

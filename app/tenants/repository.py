@@ -13,12 +13,13 @@ from app.models import Tenant
 
 
 async def get_tenant(db: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
-    """The tenant of the session's current scope (RLS shows no other)."""
+    """The tenant of the database session's current scope (RLS shows no other)."""
     result = await db.execute(select(Tenant).where(Tenant.id == tenant_id))
     return result.scalar_one_or_none()
 
 
 async def find_tenant_by_name(db: AsyncSession, name: str) -> Tenant | None:
+    """The tenant with this name, or None (through the narrow RLS door for names)."""
     async with lookup_scope(db, TENANT_NAME, name):
         result = await db.execute(select(Tenant).where(Tenant.name == name))
         return result.scalar_one_or_none()

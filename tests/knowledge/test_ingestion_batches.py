@@ -135,10 +135,10 @@ async def test_a_document_deleted_during_ingestion_leaves_its_batch_unharmed(
     deps = _deps(sessionmaker, embedder)
     runs = [asyncio.ensure_future(ingest(deps, "kb", tenant.id, oid)) for oid in ids]
     await asyncio.sleep(0.2)  # all claimed, all waiting for the model
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        gone = await session.get(KbDocument, (tenant.id, ids[-1]))
-        await session.delete(gone)
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        gone = await db.get(KbDocument, (tenant.id, ids[-1]))
+        await db.delete(gone)
     embedder.gate.set()
     statuses = await asyncio.gather(*runs)
 

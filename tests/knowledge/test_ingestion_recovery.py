@@ -117,14 +117,14 @@ async def test_ingestions_lost_by_a_restart_are_recovered_when_the_app_starts(
             attempts=1,
         ),
     }
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
         attachment = Attachment(
             tenant_id=tenant.id, user_id=user.id, content_hash="a" * 64, content_type="text/plain",
             source=b"An attachment whose worker died.", status="processing", claimed_by=DEAD,
             lease_expires_at=LONG_AGO, attempts=1,
         )  # fmt: skip
-        session.add(attachment)
+        db.add(attachment)
 
     application = create_app(settings)
     async with application.router.lifespan_context(application):
@@ -143,10 +143,10 @@ async def test_ingestions_lost_by_a_restart_are_recovered_when_the_app_starts(
     for oid in lost:
         assert (documents[oid].claimed_by, documents[oid].attempts) == (None, 0)
     assert {documents[oid].status for oid in alive} == {"pending", "processing"}
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        chunked = set(await session.scalars(select(KbChunk.document_id).distinct()))
-        text = await session.scalar(select(Attachment.text).where(Attachment.id == attachment.id))
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        chunked = set(await db.scalars(select(KbChunk.document_id).distinct()))
+        text = await db.scalar(select(Attachment.text).where(Attachment.id == attachment.id))
     assert chunked == lost
     assert text == "An attachment whose worker died."
 
@@ -180,9 +180,9 @@ async def test_a_document_that_keeps_killing_its_workers_ends_failed(
     assert documents[retried].attempts == 2  # the run it is queued for will be the third
 
     # Nor does a late or duplicate job claim an exhausted document behind the scan's back.
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        await session.execute(
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        await db.execute(
             update(KbDocument)
             .where(KbDocument.id == retried)
             .values(status="processing", claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=3)
@@ -242,9 +242,9 @@ async def test_a_claim_is_renewed_while_processed_and_a_lapsed_one_is_not_stored
 
     # This process stalls past its lease (simulated: the lease lapses and another process
     # takes the document over); its late result must not overwrite the new owner's work.
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        await session.execute(
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        await db.execute(
             update(KbDocument)
             .where(KbDocument.id == oid)
             .values(claimed_by="successor:1:beef", lease_expires_at=func.clock_timestamp())
@@ -253,9 +253,9 @@ async def test_a_claim_is_renewed_while_processed_and_a_lapsed_one_is_not_stored
     assert await run == "skipped"
     row = (await _rows(sessionmaker, KbDocument, tenant.id))[oid]
     assert (row.status, row.claimed_by) == ("processing", "successor:1:beef")
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        assert await session.scalar(select(func.count()).select_from(KbChunk)) == 0
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        assert await db.scalar(select(func.count()).select_from(KbChunk)) == 0
 
 
 def _other_process(sessionmaker: async_sessionmaker[AsyncSession]) -> IngestionDeps:
@@ -270,9 +270,9 @@ async def test_a_late_failure_does_not_fail_a_document_requeued_or_stored_meanwh
     tenant = await make_tenant(db)
     requeued = await _add(sessionmaker, tenant.id, "Queued again.", status="pending")
     stored = await _add(sessionmaker, tenant.id, "Stored by another.", status="ready")
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        repository = IngestionRepository(session, "kb", tenant.id)
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        repository = IngestionRepository(db, "kb", tenant.id)
         for oid in (requeued, stored):
             await repository.fail(oid, DEAD, "late failure of a lapsed claim")
 

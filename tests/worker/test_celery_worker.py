@@ -227,10 +227,10 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
     doomed = workers.start("doomed", {"THREADLINE_TEST_EMBED_DELAY": "600", **lease})
     tenant = await make_tenant(db)
     body = " ".join(f"Paragraph {i} explains how the descaling cycle works." for i in range(200))
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
         document, _ = await add_document(
-            session, tenant.id, from_bytes(body.encode(), "manual.txt"), title="Manual",
+            db, tenant.id, from_bytes(body.encode(), "manual.txt"), title="Manual",
             external_id=None, metadata={}, created_by=None, enqueue=False,
         )  # fmt: skip
     CeleryJobs(create_celery(settings.model_copy(update={"celery_broker_url": broker}))).submit(
@@ -257,10 +257,10 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
 
     assert (ready.status, ready.error) == ("ready", None)
     assert (ready.claimed_by, ready.lease_expires_at, ready.attempts) == (None, None, 0)
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
         chunks = (
-            await session.scalars(select(KbChunk.text).where(KbChunk.document_id == document.id))
+            await db.scalars(select(KbChunk.text).where(KbChunk.document_id == document.id))
         ).all()
     assert len(chunks) == ready.chunk_count > 1
     relief_log = workers.log("relief")

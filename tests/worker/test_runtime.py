@@ -44,10 +44,10 @@ async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transacti
     tenant = await make_tenant(db)
     ids = []
     for i in range(12):
-        async with sessionmaker() as session, session.begin():
-            session.info[TENANT] = tenant.id
+        async with sessionmaker() as db, db.begin():
+            db.info[TENANT] = tenant.id
             document, _ = await add_document(
-                session, tenant.id, from_bytes(f"Worker document {i}.".encode(), None),
+                db, tenant.id, from_bytes(f"Worker document {i}.".encode(), None),
                 title=None, external_id=None, metadata={}, created_by=None, enqueue=False,
             )  # fmt: skip
             ids.append(document.id)
@@ -73,9 +73,9 @@ async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transacti
     assert statuses == ["ready"] * 12
     # One claim and one index write per document, as `asyncio.run` per task did: 24.
     assert len(transactions) <= 8, len(transactions)
-    async with sessionmaker() as session, session.begin():
-        session.info[TENANT] = tenant.id
-        rows = await session.scalars(select(KbDocument.status).where(KbDocument.id.in_(ids)))
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant.id
+        rows = await db.scalars(select(KbDocument.status).where(KbDocument.id.in_(ids)))
         assert set(rows) == {"ready"}
 
 
