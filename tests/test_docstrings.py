@@ -2,9 +2,7 @@
 
 A public name is one not starting with `_`, at module level or inside a public class (methods,
 properties, nested classes). `@overload` stubs and property setters share their docstring with
-the definition they belong to. Modules in `PENDING` have not been through this yet: take a
-module out of the set once it is done; a module listed there that has nothing missing fails,
-so the set only shrinks.
+the definition they belong to.
 """
 
 from __future__ import annotations
@@ -14,13 +12,6 @@ from pathlib import Path
 
 APP = Path(__file__).resolve().parents[1] / "app"
 ROOT = APP.parent
-
-PENDING = frozenset(
-    {
-        "app/core/deps.py",
-    }
-)
-"""Modules (paths from the project root) still missing docstrings on some public names."""
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -101,17 +92,11 @@ def test_every_public_function_and_class_in_app_has_a_docstring() -> None:
     missing = {
         module: names
         for module, source in _modules().items()
-        if module not in PENDING and (names := undocumented(source))
+        if names := undocumented(source)
     }
     assert not missing, "public names without a docstring saying what they are for: " + "; ".join(
         f"{module}: {', '.join(names)}" for module, names in missing.items()
     )
-
-
-def test_pending_lists_only_modules_that_still_miss_docstrings() -> None:
-    modules = _modules()
-    done = sorted(m for m in PENDING if m not in modules or not undocumented(modules[m]))
-    assert not done, f"take these out of PENDING (documented, moved or gone): {done}"
 
 
 def test_no_hand_packed_layout_in_app() -> None:

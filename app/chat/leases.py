@@ -15,8 +15,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
-from app.chat.repository import Lease, TurnLeaseRepository, expired_leases
 from app.chat.orphans import OrphanFinisher
+from app.chat.repository import Lease, TurnLeaseRepository, expired_leases
 from app.core.db import TENANT
 from app.core.periodic import Periodic
 from app.graph.context import TurnContext
