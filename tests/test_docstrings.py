@@ -90,9 +90,7 @@ class _Hidden:
 
 def test_every_public_function_and_class_in_app_has_a_docstring() -> None:
     missing = {
-        module: names
-        for module, source in _modules().items()
-        if names := undocumented(source)
+        module: names for module, source in _modules().items() if (names := undocumented(source))
     }
     assert not missing, "public names without a docstring saying what they are for: " + "; ".join(
         f"{module}: {', '.join(names)}" for module, names in missing.items()
