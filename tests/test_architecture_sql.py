@@ -42,17 +42,6 @@ ALLOWED: dict[str, str] = {
     "app/models/query_history.py": "server defaults in the table definition (DDL, not a query)",
 }
 
-# ---------------------------------------------------------------------------------------
-# PENDING_OTHER_BRANCHES: modules other engineers are moving SQL out of right now (issue 14,
-# chat/graph/llm/ingestion/retrieval/lifespan/cli/worker). The integrator empties this set;
-# nothing new may be added to it.
-# ---------------------------------------------------------------------------------------
-PENDING_OTHER_BRANCHES: frozenset[str] = frozenset(
-    {
-        "app/ingestion/recovery.py",
-    }
-)
-
 
 def is_repository(relative: str) -> bool:
     """Whether a module (path relative to the project root) is a repository."""
@@ -101,11 +90,11 @@ def sql_uses(source: str) -> list[str]:
 
 
 def offenders() -> dict[str, list[str]]:
-    """Every module under app/ that runs SQL outside a repository and outside the lists."""
+    """Every module under app/ that runs SQL outside a repository and the allowlist."""
     result: dict[str, list[str]] = {}
     for path in sorted(APP.rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if is_repository(relative) or relative in ALLOWED or relative in PENDING_OTHER_BRANCHES:
+        if is_repository(relative) or relative in ALLOWED:
             continue
         uses = sql_uses(path.read_text(encoding="utf-8"))
         if uses:
@@ -117,26 +106,12 @@ def test_sql_runs_only_in_repositories() -> None:
     assert offenders() == {}, "move this SQL into the domain's repository.py"
 
 
-def test_allowlists_name_modules_that_exist_and_still_run_sql() -> None:
+def test_the_allowlist_names_modules_that_exist_and_still_run_sql() -> None:
     """A stale entry would let a future module of that name skip the rule."""
-    for relative in [*ALLOWED, *PENDING_OTHER_BRANCHES]:
+    for relative in ALLOWED:
         path = ROOT / relative
         assert path.exists(), f"{relative} is listed but does not exist"
         assert sql_uses(path.read_text(encoding="utf-8")), f"{relative} no longer runs SQL"
-
-
-def test_pending_list_names_only_other_branches_modules() -> None:
-    prefixes = (
-        "app/chat/",
-        "app/graph/",
-        "app/llm/",
-        "app/ingestion/",
-        "app/retrieval/",
-        "app/worker/",
-        "app/cli",
-        "app/lifespan.py",
-    )
-    assert all(relative.startswith(prefixes) for relative in PENDING_OTHER_BRANCHES)
 
 
 def test_the_rule_sees_each_kind_of_sql() -> None:

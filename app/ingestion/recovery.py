@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT
@@ -47,12 +46,8 @@ async def _scan(
     sessionmaker: async_sessionmaker[AsyncSession], pending_grace: float
 ) -> list[tuple[Kind, uuid.UUID, uuid.UUID]]:
     async with sessionmaker() as db, db.begin():
-        # The maintenance door (migration 0017) shows in-flight rows of every tenant; it is
-        # closed again at once, and everything changed is changed in the tenant's scope.
-        await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
-        found = await lost_documents(db, pending_grace, SCAN_LIMIT)
-        await db.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
-    return found
+        # Everything found is then changed in the tenant's own scope.
+        return await lost_documents(db, pending_grace, SCAN_LIMIT)
 
 
 async def recover(

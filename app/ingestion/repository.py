@@ -33,6 +33,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, REAL, UUID
@@ -305,8 +306,9 @@ class IngestionRepository:
 async def lost_documents(
     db: AsyncSession, pending_grace: float, limit: int
 ) -> list[tuple[Kind, uuid.UUID, uuid.UUID]]:
-    """(kind, tenant, id) of lost ingestions in every tenant, oldest first. Run with the
-    maintenance door open (migration 0017): it shows in-flight rows of all tenants."""
+    """(kind, tenant, id) of lost ingestions in every tenant, oldest first. The maintenance
+    door (migration 0017) shows in-flight rows of all tenants; it is closed again at once."""
+    await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
     found: list[tuple[Kind, uuid.UUID, uuid.UUID]] = []
     kinds: tuple[tuple[Kind, Any], ...] = (("attachment", Attachment), ("kb", KbDocument))
     for kind, model in kinds:  # attachments first: a user is waiting for them
@@ -319,4 +321,5 @@ async def lost_documents(
         found += [(kind, tenant, oid) for tenant, oid in rows]
         if len(found) >= limit:
             break
+    await db.execute(text("SELECT set_config('threadline.maintenance', '', true)"))
     return found
