@@ -241,21 +241,28 @@ def main() -> None:
         default=None,
         help="keep the processes' logs here (default: a temp dir, removed)",
     )
-    args = parser.parse_args()  # fmt: skip
+    args = parser.parse_args()
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
         parser.error(f"unknown phases: {', '.join(unknown)}")
     options = Options(
-        args.streams, phases, args.fault_after, args.client_timeout, args.pending_wait,
-        args.pg_down, args.redis_down,
-    )  # fmt: skip
+        args.streams,
+        phases,
+        args.fault_after,
+        args.client_timeout,
+        args.pending_wait,
+        args.pg_down,
+        args.redis_down,
+    )
     stack = Stack(args.tokens, args.interval, args.log_dir)
     reports: list[PhaseReport] = []
     try:
         stack.start()
-        print(f"two API processes {stack.bases}, model {args.tokens} tokens at "
-              f"{args.interval * 1000:.0f} ms, Redis :{stack.redis_port}")  # fmt: skip
+        print(
+            f"two API processes {stack.bases}, model {args.tokens} tokens at "
+            f"{args.interval * 1000:.0f} ms, Redis :{stack.redis_port}"
+        )
         warm_up = replace(options, streams=WARM_UP_STREAMS)
         for phase in phases:
             # Cold processes answer their first turns slowly: warm both (restarted ones too).

@@ -149,5 +149,4 @@ def print_reports(reports: list[PhaseReport]) -> None:
         print(f"  {r.name:<9} {verdicts}")
     failed = sum(v != 0 for r in reports for v in r.targets().values())
     total = sum(len(r.targets()) for r in reports)
-    print(f"\nsummary: {total - failed}/{total} targets met"
-          f" ({'OK' if failed == 0 else 'FAIL'})")  # fmt: skip
+    print(f"\nsummary: {total - failed}/{total} targets met ({'OK' if failed == 0 else 'FAIL'})")

@@ -56,9 +56,13 @@ class Child:
     def start(self) -> None:
         self._log_file = self.log.open("ab")
         self.process = subprocess.Popen(
-            self.argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=self._log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
 
     @property
     def running(self) -> bool:
@@ -115,8 +119,18 @@ class Postgres:
 
     def start(self) -> None:
         # The same options pgserver starts it with: no TCP, the same socket directory.
-        self._pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {self.socket_dir}",
-                      "-l", str(self.server.log), "start"])  # fmt: skip
+        self._pg_ctl(
+            [
+                "-w",
+                "-o",
+                '-h ""',
+                "-o",
+                f"-k {self.socket_dir}",
+                "-l",
+                str(self.server.log),
+                "start",
+            ]
+        )
         from pgserver.utils import PostmasterInfo
 
         # pgserver stops the server at cleanup by the PID it knows: tell it the new one.
@@ -139,15 +153,41 @@ class Stack:
         atexit.register(self.close)
         base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.redis_port = free_port()
-        self.redis = Child("redis", [
-            shutil.which("redis-server") or "redis-server", "--port", str(self.redis_port),
-            "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.root),
-        ], self.logs / "redis.log", base_env)  # fmt: skip
+        self.redis = Child(
+            "redis",
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.root),
+            ],
+            self.logs / "redis.log",
+            base_env,
+        )
         self.model_port = free_port()
-        self.model = Child("model", [
-            sys.executable, "-m", "bench.fake_openai", "--port", str(self.model_port),
-            "--tokens", str(tokens), "--interval", str(interval),
-        ], self.logs / "model.log", base_env)  # fmt: skip
+        self.model = Child(
+            "model",
+            [
+                sys.executable,
+                "-m",
+                "bench.fake_openai",
+                "--port",
+                str(self.model_port),
+                "--tokens",
+                str(tokens),
+                "--interval",
+                str(interval),
+            ],
+            self.logs / "model.log",
+            base_env,
+        )
         self.children += [self.redis, self.model]
         self.apis: list[Child] = []
         self.bases: list[str] = []
@@ -157,8 +197,10 @@ class Stack:
         self.postgres = Postgres(self.root)
         self.redis.start()
         self.model.start()
-        if not (_wait_port(self.redis_port, READY_SECONDS)
-                and _wait_port(self.model_port, READY_SECONDS)):  # fmt: skip
+        if not (
+            _wait_port(self.redis_port, READY_SECONDS)
+            and _wait_port(self.model_port, READY_SECONDS)
+        ):
             raise RuntimeError(f"redis or the fake model did not start; see {self.logs}")
         asyncio.run(_prepare(self.postgres.url))
         env = {
@@ -178,8 +220,12 @@ class Stack:
         threadline = str(Path(sys.executable).parent / "threadline")
         for name in ("api-a", "api-b"):
             port = free_port()
-            api = Child(name, [threadline, "serve", "--host", "127.0.0.1", "--port", str(port)],
-                        self.logs / f"{name}.log", env)  # fmt: skip
+            api = Child(
+                name,
+                [threadline, "serve", "--host", "127.0.0.1", "--port", str(port)],
+                self.logs / f"{name}.log",
+                env,
+            )
             self.apis.append(api)
             self.children.append(api)
             self.bases.append(f"http://127.0.0.1:{port}")

@@ -32,10 +32,12 @@ REQUESTS_PER_SESSION = {1: 300, 32: 12}
 UNLIMITED = {
     f"THREADLINE_{name}": "0"
     for name in (
-        "RATE_LIMIT_USER_PER_MIN", "RATE_LIMIT_TENANT_PER_MIN",
-        "TOKEN_QUOTA_USER_PER_DAY", "TOKEN_QUOTA_TENANT_PER_DAY",
+        "RATE_LIMIT_USER_PER_MIN",
+        "RATE_LIMIT_TENANT_PER_MIN",
+        "TOKEN_QUOTA_USER_PER_DAY",
+        "TOKEN_QUOTA_TENANT_PER_DAY",
     )
-}  # fmt: skip
+}
 
 
 def _redis_url() -> str | None:
@@ -65,16 +67,23 @@ async def _prepare(owner_url: str) -> None:
         tenant = await create_tenant(db, f"bench-{uuid.uuid4().hex[:6]}")
         await scope_to_tenant(db, tenant.id)
         await create_user(
-            db, settings, tenant.id, email="bench@example.com", password=PASSWORD,
+            db,
+            settings,
+            tenant.id,
+            email="bench@example.com",
+            password=PASSWORD,
             role="admin",
-        )  # fmt: skip
+        )
     await engine.dispose()
 
 
 async def _measure(
-    client: httpx.AsyncClient, path: str, sessions: list[str], per_session: int,
+    client: httpx.AsyncClient,
+    path: str,
+    sessions: list[str],
+    per_session: int,
     pause: float = 0.0,
-) -> list[float]:  # fmt: skip
+) -> list[float]:
     latencies: list[float] = []
 
     async def worker(session_id: str) -> None:
@@ -183,10 +192,14 @@ async def _history_bench(owner_url: str, redis_url: str | None) -> None:
         for i in range(50):
             db.add(
                 QueryHistory(
-                    tenant_id=tenant_id, session_id=session_id, user_id=user_id,
-                    user_query=f"Question {i} " * 8, answer=f"Answer {i} " * 60, status="complete",
+                    tenant_id=tenant_id,
+                    session_id=session_id,
+                    user_id=user_id,
+                    user_query=f"Question {i} " * 8,
+                    answer=f"Answer {i} " * 60,
+                    status="complete",
                 )
-            )  # fmt: skip
+            )
     redis = build_redis(settings)
     store = HistoryStore(redis, limit=50, ttl_seconds=600)
     hits: list[float] = []

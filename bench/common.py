@@ -61,8 +61,12 @@ def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}';")
         # pg_ctl restart keeps the start options (the socket directory) in postmaster.opts.
         pg_ctl = create_command_function("pg_ctl")
-        pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata,
-               user=server.system_user, timeout=60)  # fmt: skip
+        pg_ctl(
+            ["-w", "-l", str(server.log), "restart"],
+            pgdata=server.pgdata,
+            user=server.system_user,
+            timeout=60,
+        )
     server.psql("CREATE DATABASE threadline_bench;")
     try:
         yield server.get_uri("threadline_bench")
@@ -81,13 +85,23 @@ def free_port() -> int:
 def uvicorn_server(env: dict[str, str], app: str = "bench.bench_app:factory") -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", app, "--factory", "--port", str(port),
-         "--log-level", "warning", "--no-access-log"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--factory",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115
-    )  # fmt: skip
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -70,25 +70,42 @@ class FakeOpenAI:
             await self._stream(send, model, usage if wants_usage else None)
             return
         await asyncio.sleep(self.interval * len(self.words))
-        await _json(send, 200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-            "created": int(time.time()), "model": model,
-            "choices": [{
-                "index": 0, "finish_reason": "stop",
-                "message": {"role": "assistant", "content": "".join(self.words)},
-            }],
-            "usage": usage,
-        })  # fmt: skip
+        await _json(
+            send,
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "".join(self.words)},
+                    }
+                ],
+                "usage": usage,
+            },
+        )
 
     async def _stream(self, send: Send, model: str, usage: dict[str, int] | None) -> None:
-        await send({
-            "type": "http.response.start", "status": 200,
-            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
-        })  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                ],
+            }
+        )
         base = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model,
-        }  # fmt: skip
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
 
         async def chunk(payload: dict[str, Any]) -> None:
             body = f"data: {json.dumps({**base, **payload})}\n\n".encode()
@@ -108,11 +125,16 @@ class FakeOpenAI:
 
 async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
     body = json.dumps(payload).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode())],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

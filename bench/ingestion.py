@@ -83,9 +83,15 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
                 async with sessions() as db, db.begin():
                     db.info[TENANT] = tenant.id  # applied as the transaction starts
                     document, _ = await add_document(
-                        db, tenant.id, from_bytes(text.encode(), None), title=external_id,
-                        external_id=external_id, metadata={}, created_by=None, enqueue=False,
-                    )  # fmt: skip
+                        db,
+                        tenant.id,
+                        from_bytes(text.encode(), None),
+                        title=external_id,
+                        external_id=external_id,
+                        metadata={},
+                        created_by=None,
+                        enqueue=False,
+                    )
                 assert await ingest(deps, "kb", tenant.id, document.id) == "ready"
 
         started = time.perf_counter()

@@ -73,9 +73,15 @@ async def run(owner_url: str, embedder_name: str, docs: int, queries_limit: int)
             async with sessions() as db, db.begin():
                 await scope_to_tenant(db, tenant.id)
                 document, duplicate = await add_document(
-                    db, tenant.id, from_bytes(text.encode(), None), title=external_id,
-                    external_id=external_id, metadata={}, created_by=None, enqueue=False,
-                )  # fmt: skip
+                    db,
+                    tenant.id,
+                    from_bytes(text.encode(), None),
+                    title=external_id,
+                    external_id=external_id,
+                    metadata={},
+                    created_by=None,
+                    enqueue=False,
+                )
             if not duplicate:
                 await ingest(deps, "kb", tenant.id, document.id)
 

@@ -74,8 +74,10 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
         await owner.execute(
             "INSERT INTO kb_documents (tenant_id, id, title, content_hash, status) "
             "VALUES ($1, $2, 'synthetic', $3, 'ready')",
-            tenant, document, tenant.hex,
-        )  # fmt: skip
+            tenant,
+            document,
+            tenant.hex,
+        )
         data = vectors(size, centroids, rng)
         await owner.copy_records_to_table(
             "kb_chunks",
@@ -131,8 +133,9 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
                 rows = await owner.fetch(
                     "SELECT id FROM kb_chunks WHERE tenant_id = $1 "
                     "ORDER BY embedding <=> $2 LIMIT 10",
-                    tenant, query,
-                )  # fmt: skip
+                    tenant,
+                    query,
+                )
             exact_ms.append((time.perf_counter() - t0) * 1000)
             truth = {str(r["id"]) for r in rows}
             found = {h.passage.id for h in hits}
@@ -154,8 +157,10 @@ async def run(owner_url: str, total: int, tenants: int, queries: int) -> None:
         f"  baseline exact scan                 p50 {statistics.median(exact_ms):6.2f} ms   "
         f"p95 {percentile(exact_ms, 95):6.2f} ms"
     )
-    print(f"  recall@10 {statistics.mean(recalls):.3f} (target >= 0.95)   "
-          f"short result sets {short} of {len(recalls)} (target 0)")  # fmt: skip
+    print(
+        f"  recall@10 {statistics.mean(recalls):.3f} (target >= 0.95)   "
+        f"short result sets {short} of {len(recalls)} (target 0)"
+    )
 
 
 class _Fixed:
@@ -178,9 +183,10 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=1)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument(
-        "--shared-buffers", default=sized_shared_buffers(),
+        "--shared-buffers",
+        default=sized_shared_buffers(),
         help="the embedded server's buffer cache (default: a quarter of the memory, <= 8 GB)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     with bench_database(args.shared_buffers) as owner_url:
         asyncio.run(run(owner_url, args.chunks, args.tenants, args.queries))

@@ -23,9 +23,13 @@ from bench.common import bench_database, summary, uvicorn_server
 STREAMS = 200
 DISCONNECTS, DISCONNECT_CONCURRENCY = 1000, 50
 PROBES = (
-    "http_client_connections", "redis_connections", "other_tcp_connections", "open_files",
-    "asyncio_tasks", "live_runs",
-)  # fmt: skip
+    "http_client_connections",
+    "redis_connections",
+    "other_tcp_connections",
+    "open_files",
+    "asyncio_tasks",
+    "live_runs",
+)
 
 
 async def _one_stream(
@@ -136,8 +140,10 @@ async def _disconnects(base: str) -> None:
         wall = time.perf_counter() - started
         await asyncio.sleep(2.0)
         after = (await client.get("/bench/process")).json()
-    print(f"\n{DISCONNECTS} abrupt disconnects after the first token, {DISCONNECT_CONCURRENCY} "
-          f"at a time ({wall:.1f} s)")  # fmt: skip
+    print(
+        f"\n{DISCONNECTS} abrupt disconnects after the first token, {DISCONNECT_CONCURRENCY} "
+        f"at a time ({wall:.1f} s)"
+    )
     for name in PROBES:
         print(f"  {name:<22} before {before[name]}   after {after[name]}")
     mib = 1024 * 1024

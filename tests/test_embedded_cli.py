@@ -171,9 +171,18 @@ def test_cli_mistakes_are_messages_not_tracebacks(data_dir: Path) -> None:
     assert spaced.returncode == 1
     assert "must not contain whitespace" in spaced.stderr
     bad_role = threadline(
-        data_dir, "api-keys", "create", "--tenant", "t", "--email", "e@x.io", "--name", "n",
-        "--role", "owner",
-    )  # fmt: skip
+        data_dir,
+        "api-keys",
+        "create",
+        "--tenant",
+        "t",
+        "--email",
+        "e@x.io",
+        "--name",
+        "n",
+        "--role",
+        "owner",
+    )
     assert bad_role.returncode == 2
     assert "role must be 'member' or 'admin'" in bad_role.stderr
     for result in (spaced, bad_role):

@@ -219,10 +219,13 @@ async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budge
     assert metadata["source_distribution"]["attachment"] == 0
     retrieved = {i for c in metadata["tools"]["calls"] for i in c["result_ids"]}
     chosen = [
-        (PassageData(id=s["id"], kind="kb", source_id="", title="", text="", score=s["score"]),
-         "", s["tokens"])
+        (
+            PassageData(id=s["id"], kind="kb", source_id="", title="", text="", score=s["score"]),
+            "",
+            s["tokens"],
+        )
         for s in metadata["sources"]
-    ]  # fmt: skip
+    ]
     assert metadata["quality_score"] == quality_score("pure_kb", chosen, len(retrieved), True)
     guess = classify_query(question, attachments=0, knowledge_base=True)
     assert metadata["query_composition"] == "pure_kb"

@@ -150,9 +150,10 @@ async def test_history_survives_a_restart_with_an_empty_cache(
         transport = httpx.ASGITransport(app=restarted)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as fresh:
             again = await fresh.post(
-                "/chat", json={"session_id": str(chat.id), "message": "What is my project called?"},
+                "/chat",
+                json={"session_id": str(chat.id), "message": "What is my project called?"},
                 headers=owner.headers,
-            )  # fmt: skip
+            )
     assert again.status_code == 200, again.text
     assert again.json()["context_metadata"]["history_source"] == "database"
     assert "My project is called Bluebird." in text_of(model.answer_prompts()[-1])
@@ -239,7 +240,7 @@ async def test_malformed_chat_bodies_are_json_errors(
         ({"session_id": sid, "messages": [USER_Q, {"role": "assistant", "content": "a"}]}, 422),
         ({"session_id": sid, "message": "x" * 40_000}, 422),
         ({"session_id": "nope", "message": "hi"}, 422),
-    ]  # fmt: skip
+    ]
     for body, status in cases:
         for path in ("/chat", "/chat/stream"):
             response = await client.post(path, json=body, headers=owner.headers)

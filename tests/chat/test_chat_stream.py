@@ -187,9 +187,10 @@ async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
         use_model(app, model)
 
     response = await client.post(
-        "/chat", json={"session_id": str(chat.id), "message": "What did we cover?"},
+        "/chat",
+        json={"session_id": str(chat.id), "message": "What did we cover?"},
         headers=owner.headers,
-    )  # fmt: skip
+    )
     assert response.status_code == 200, response.text
     metadata = response.json()["context_metadata"]
     assert metadata["token_count"] <= metadata["token_budget"] == 600

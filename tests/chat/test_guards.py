@@ -245,8 +245,9 @@ async def test_metrics_expose_nodes_tokens_streams_and_the_cache(
 async def test_without_redis_chat_answers_and_readyz_says_redis_is_down(
     settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
 ) -> None:
-    down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
-                                       "rate_limit_user_per_min": 1})  # fmt: skip
+    down = settings.model_copy(
+        update={"redis_url": "redis://127.0.0.1:1/0", "rate_limit_user_per_min": 1}
+    )
     application = create_app(down)
     async with application.router.lifespan_context(application):
         application.state.resources.use_sessionmaker(sessionmaker)

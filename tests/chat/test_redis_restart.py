@@ -52,9 +52,12 @@ async def test_right_after_a_restart_each_key_runs_once_and_readyz_sees_redis(
     server: PrivateRedis,
 ) -> None:
     bound = settings.model_copy(
-        update={"redis_url": server.url, "rate_limit_user_per_min": 0,
-                "rate_limit_tenant_per_min": 0}
-    )  # fmt: skip
+        update={
+            "redis_url": server.url,
+            "rate_limit_user_per_min": 0,
+            "rate_limit_tenant_per_min": 0,
+        }
+    )
     application = create_app(bound)
     async with application.router.lifespan_context(application):
         application.state.resources.use_sessionmaker(roomy_sessionmaker)

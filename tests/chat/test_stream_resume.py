@@ -100,9 +100,11 @@ async def test_resuming_after_the_end_replays_only_what_was_missed(
 ) -> None:
     _tenant, _user, chat, owner = await make_chatter(client, db)
     async with client.stream(
-        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "Refunds?"},
+        "POST",
+        "/chat/stream",
+        json={"session_id": str(chat.id), "message": "Refunds?"},
         headers=owner.headers,
-    ) as response:  # fmt: skip
+    ) as response:
         full, _ = parse_sse((await response.aread()).decode())
         turn_id = response.headers["x-turn-id"]
     _, replay = await _resume(client, owner.headers, turn_id, "2")
@@ -117,9 +119,11 @@ async def test_another_users_stream_is_404_and_a_bad_last_event_id_is_400(
     _tenant, _user, chat, owner = await make_chatter(client, db)
     _t2, _u2, _c2, stranger = await make_chatter(client, db)
     async with client.stream(
-        "POST", "/chat/stream", json={"session_id": str(chat.id), "message": "Refunds?"},
+        "POST",
+        "/chat/stream",
+        json={"session_id": str(chat.id), "message": "Refunds?"},
         headers=owner.headers,
-    ) as response:  # fmt: skip
+    ) as response:
         await response.aread()
         turn_id = response.headers["x-turn-id"]
     foreign, _ = await _resume(client, stranger.headers, turn_id, "1")
@@ -179,8 +183,9 @@ async def test_stopping_someone_elses_turn_is_404(
 ) -> None:
     _tenant, _user, chat, owner = await make_chatter(client, db)
     _t2, _u2, _c2, stranger = await make_chatter(client, db)
-    response = await client.post("/chat", json={"session_id": str(chat.id), "message": "Refunds?"},
-                                 headers=owner.headers)  # fmt: skip
+    response = await client.post(
+        "/chat", json={"session_id": str(chat.id), "message": "Refunds?"}, headers=owner.headers
+    )
     turn_id = response.json()["turn_id"]
     assert (await client.post(f"/chat/{turn_id}/stop", headers=stranger.headers)).status_code == 404
 
@@ -194,9 +199,11 @@ async def test_without_a_resuming_client_generation_stops_after_the_grace_period
     model = ScriptedChatModel(reply=lambda _: ANSWER, token_delay=0.05)
     use_model(app, model)
     _, headers = await stream_until(
-        app, owner.headers, {"session_id": str(chat.id), "message": "go"},
+        app,
+        owner.headers,
+        {"session_id": str(chat.id), "message": "go"},
         _cut_after(b"event: token", 2),
-    )  # fmt: skip
+    )
     turn = await _stored_turn(db, tenant.id, headers["x-turn-id"])
     assert turn.status == "incomplete"
     assert model.tokens_streamed < 50

@@ -61,8 +61,9 @@ def langsmith_stand_in() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
     server.shutdown()
 
 
-async def _chat(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession],
-                db: AsyncSession) -> tuple[dict[str, Any], Any]:  # fmt: skip
+async def _chat(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
+) -> tuple[dict[str, Any], Any]:
     application = create_app(settings)
     async with application.router.lifespan_context(application):
         application.state.resources.use_sessionmaker(sessionmaker)
@@ -91,10 +92,13 @@ async def test_a_traced_turn_is_one_run_tree_with_a_child_per_node_and_no_pii(
     langsmith_stand_in: tuple[str, list[tuple[str, str, bytes]]],
 ) -> None:
     endpoint, received = langsmith_stand_in
-    traced = settings.model_copy(update={
-        "langsmith_tracing": True, "langsmith_api_key": SecretStr("ls-test-key"),
-        "langsmith_endpoint": endpoint,
-    })  # fmt: skip
+    traced = settings.model_copy(
+        update={
+            "langsmith_tracing": True,
+            "langsmith_api_key": SecretStr("ls-test-key"),
+            "langsmith_endpoint": endpoint,
+        }
+    )
     answer, (user, tracing) = await _chat(traced, sessionmaker, db)
     assert isinstance(tracing, Tracing)
     for _ in range(100):

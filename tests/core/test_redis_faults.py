@@ -165,8 +165,9 @@ async def test_the_first_operations_after_a_restart_work(
     await asyncio.gather(*(_claim(store, f"warm-again-{i}") for i in range(20)))
     server.restart()
     tenant_id, user_id = uuid.uuid4(), uuid.uuid4()
-    limits = Limits(user_per_min=5, tenant_per_min=0, user_tokens_per_day=0,
-                    tenant_tokens_per_day=0)  # fmt: skip
+    limits = Limits(
+        user_per_min=5, tenant_per_min=0, user_tokens_per_day=0, tenant_tokens_per_day=0
+    )
     admitted = await asyncio.gather(
         *(limiter.admit(tenant_id, user_id, limits) for _ in range(10)), return_exceptions=True
     )

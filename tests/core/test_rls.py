@@ -25,8 +25,15 @@ async def _populate(db: AsyncSession) -> tuple[uuid.UUID, uuid.UUID]:
         chat = await make_session(db, user)
         await make_turn(db, chat)
         await scope_to_tenant(db, tenant.id)
-        params = {"t": tenant.id, "u": user.id, "s": chat.id, "d": uuid.uuid4(), "a": uuid.uuid4(),
-                  "f": uuid.uuid4(), "st": str(chat.id)}  # fmt: skip
+        params = {
+            "t": tenant.id,
+            "u": user.id,
+            "s": chat.id,
+            "d": uuid.uuid4(),
+            "a": uuid.uuid4(),
+            "f": uuid.uuid4(),
+            "st": str(chat.id),
+        }
         for statement in ROWS_FOR_EVERY_TABLE:
             await db.execute(text(statement), params)
         await db.commit()

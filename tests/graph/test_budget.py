@@ -58,12 +58,16 @@ def test_priority_follows_the_composition() -> None:
         composition: [
             s["id"]
             for s in build_context(
-                query="q", composition=composition, passages=passages, history=[], summary="",
+                query="q",
+                composition=composition,
+                passages=passages,
+                history=[],
+                summary="",
                 settings=DEFAULT,
             ).sources
         ]
         for composition in ("pure_kb", "pure_doc", "hybrid")
-    }  # fmt: skip
+    }
     assert order["pure_kb"] == ["kb1", "doc1"]
     assert order["pure_doc"] == ["doc1", "kb1"]
     assert order["hybrid"] == ["doc1", "kb1"]
@@ -72,9 +76,13 @@ def test_priority_follows_the_composition() -> None:
 def test_an_oversized_passage_is_cut_to_what_is_left_and_the_cut_is_recorded() -> None:
     small = BudgetSettings(base=300, per_result=0, cap=300)
     built = build_context(
-        query="q", composition="pure_kb", passages=[passage("big", "kb", "word " * 1000)],
-        history=[], summary="", settings=small,
-    )  # fmt: skip
+        query="q",
+        composition="pure_kb",
+        passages=[passage("big", "kb", "word " * 1000)],
+        history=[],
+        summary="",
+        settings=small,
+    )
     assert built.metadata["token_count"] <= 300
     (cut,) = built.metadata["truncated"]
     assert cut["id"] == "big"
@@ -86,9 +94,13 @@ def test_chat_puts_history_first_and_keeps_the_newest_turns() -> None:
     small = BudgetSettings(base=250, per_result=0, cap=250)
     history = [turn(i, "filler " * 30) for i in range(6)]
     built = build_context(
-        query="and then?", composition="chat", passages=[], history=history, summary="",
+        query="and then?",
+        composition="chat",
+        passages=[],
+        history=history,
+        summary="",
         settings=small,
-    )  # fmt: skip
+    )
     kept = [t["turn_id"] for t in built.history_included]
     assert kept == [str(i) for i in range(6 - len(kept), 6)]  # the newest, in order
     assert [t["turn_id"] for t in built.overflow] == [str(i) for i in range(6 - len(kept))]
@@ -99,22 +111,35 @@ def test_chat_puts_history_first_and_keeps_the_newest_turns() -> None:
 def test_kb_turns_keep_a_reserve_for_history() -> None:
     passages = [passage(f"p{i}", "kb", "lorem ipsum dolor " * 60, 0.9 - i / 10) for i in range(5)]
     built = build_context(
-        query="q", composition="pure_kb", passages=passages, history=[turn(1)], summary="",
+        query="q",
+        composition="pure_kb",
+        passages=passages,
+        history=[turn(1)],
+        summary="",
         settings=BudgetSettings(base=600, per_result=0, cap=600),
-    )  # fmt: skip
+    )
     assert built.metadata["history_turns_included"] == 1
     assert built.metadata["token_count"] <= 600
 
 
 def test_every_context_metadata_key_is_present() -> None:
     built = build_context(
-        query="q", composition="pure_kb", passages=[passage("a", "kb", "text")], history=[turn(1)],
-        summary="Earlier: things.", settings=DEFAULT,
-    )  # fmt: skip
+        query="q",
+        composition="pure_kb",
+        passages=[passage("a", "kb", "text")],
+        history=[turn(1)],
+        summary="Earlier: things.",
+        settings=DEFAULT,
+    )
     assert {
-        "token_budget", "token_count", "truncation_applied", "source_distribution",
-        "quality_score", "sources", "history_turns_included",
-    } <= built.metadata.keys()  # fmt: skip
+        "token_budget",
+        "token_count",
+        "truncation_applied",
+        "source_distribution",
+        "quality_score",
+        "sources",
+        "history_turns_included",
+    } <= built.metadata.keys()
     assert 0.0 <= built.metadata["quality_score"] <= 1.0
     assert built.metadata["summary_included"] is True
 

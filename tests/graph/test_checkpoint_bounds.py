@@ -98,7 +98,16 @@ async def test_the_checkpoint_keeps_the_outcome_not_the_turns_working_data(
         )
     assert {"answer", "context_metadata", "status", "query_composition"} <= stored
     working = {
-        "request_messages", "stored_query", "client_history", "history", "summary",
-        "unsummarized", "recent_turns", "passages", "prompt", "sources", "agent_messages",
-    }  # fmt: skip
+        "request_messages",
+        "stored_query",
+        "client_history",
+        "history",
+        "summary",
+        "unsummarized",
+        "recent_turns",
+        "passages",
+        "prompt",
+        "sources",
+        "agent_messages",
+    }
     assert not stored & working

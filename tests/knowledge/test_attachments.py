@@ -158,9 +158,10 @@ async def test_a_turn_waits_for_processing_up_to_the_limit(
     resources.jobs.submit = lambda job: None  # the worker never picks it up
     try:
         response = await client.post(
-            "/attachments", files={"file": ("slow.txt", b"Waiting for a worker.")},
+            "/attachments",
+            files={"file": ("slow.txt", b"Waiting for a worker.")},
             headers=owner.headers,
-        )  # fmt: skip
+        )
     finally:
         resources.jobs.submit = submitted
     turn = await ask(client, owner, chat, "read it", [response.json()["id"]])

@@ -48,9 +48,15 @@ async def _add(
         async with sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant_id
             document, _ = await add_document(
-                db, tenant_id, from_bytes(body.encode(), "doc.txt"), title=None,
-                external_id=None, metadata={}, created_by=None, enqueue=False,
-            )  # fmt: skip
+                db,
+                tenant_id,
+                from_bytes(body.encode(), "doc.txt"),
+                title=None,
+                external_id=None,
+                metadata={},
+                created_by=None,
+                enqueue=False,
+            )
             ids.append(document.id)
     return ids
 

@@ -51,9 +51,15 @@ async def _add(
     async with sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant
         document, _ = await add_document(
-            db, tenant, from_bytes(body.encode(), "doc.txt"), title=None, external_id=None,
-            metadata={}, created_by=None, enqueue=False,
-        )  # fmt: skip
+            db,
+            tenant,
+            from_bytes(body.encode(), "doc.txt"),
+            title=None,
+            external_id=None,
+            metadata={},
+            created_by=None,
+            enqueue=False,
+        )
         if columns:
             await db.execute(
                 update(KbDocument).where(KbDocument.id == document.id).values(**columns)
@@ -68,10 +74,14 @@ async def _rows(
         db.info[TENANT] = tenant
         rows = await db.execute(
             select(
-                model.id, model.status, model.error, model.claimed_by, model.attempts,
+                model.id,
+                model.status,
+                model.error,
+                model.claimed_by,
+                model.attempts,
                 model.lease_expires_at,
             )
-        )  # fmt: skip
+        )
         return {row.id: row for row in rows}
 
 
@@ -120,10 +130,16 @@ async def test_ingestions_lost_by_a_restart_are_recovered_when_the_app_starts(
     async with sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant.id
         attachment = Attachment(
-            tenant_id=tenant.id, user_id=user.id, content_hash="a" * 64, content_type="text/plain",
-            source=b"An attachment whose worker died.", status="processing", claimed_by=DEAD,
-            lease_expires_at=LONG_AGO, attempts=1,
-        )  # fmt: skip
+            tenant_id=tenant.id,
+            user_id=user.id,
+            content_hash="a" * 64,
+            content_type="text/plain",
+            source=b"An attachment whose worker died.",
+            status="processing",
+            claimed_by=DEAD,
+            lease_expires_at=LONG_AGO,
+            attempts=1,
+        )
         db.add(attachment)
 
     application = create_app(settings)
@@ -156,13 +172,23 @@ async def test_a_document_that_keeps_killing_its_workers_ends_failed(
 ) -> None:
     tenant = await make_tenant(db)
     poison = await _add(
-        sessionmaker, tenant.id, "Every worker dies on this one.", status="processing",
-        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=3,
-    )  # fmt: skip
+        sessionmaker,
+        tenant.id,
+        "Every worker dies on this one.",
+        status="processing",
+        claimed_by=DEAD,
+        lease_expires_at=LONG_AGO,
+        attempts=3,
+    )
     retried = await _add(
-        sessionmaker, tenant.id, "Interrupted once.", status="processing",
-        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=2,
-    )  # fmt: skip
+        sessionmaker,
+        tenant.id,
+        "Interrupted once.",
+        status="processing",
+        claimed_by=DEAD,
+        lease_expires_at=LONG_AGO,
+        attempts=2,
+    )
     runner = Recorder()
 
     recovered = await recover(sessionmaker, runner, pending_grace=300, max_attempts=3)
@@ -196,9 +222,14 @@ async def test_processes_scanning_at_once_queue_a_lost_document_once(
 ) -> None:
     tenant = await make_tenant(db)
     oid = await _add(
-        sessionmaker, tenant.id, "Lost once, queued once.", status="processing",
-        claimed_by=DEAD, lease_expires_at=LONG_AGO, attempts=1,
-    )  # fmt: skip
+        sessionmaker,
+        tenant.id,
+        "Lost once, queued once.",
+        status="processing",
+        claimed_by=DEAD,
+        lease_expires_at=LONG_AGO,
+        attempts=1,
+    )
     runners = [Recorder() for _ in range(4)]
 
     await asyncio.gather(

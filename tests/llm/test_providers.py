@@ -37,9 +37,12 @@ def test_openai_and_anthropic_use_their_integrations() -> None:
 
 @pytest.mark.parametrize(
     ("llm", "missing"),
-    [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"),
-     ("openai-compatible", "OPENAI_BASE_URL")],
-)  # fmt: skip
+    [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("openai-compatible", "OPENAI_BASE_URL"),
+    ],
+)
 def test_a_provider_without_its_credentials_is_refused(llm: str, missing: str) -> None:
     with pytest.raises(ProviderConfigError, match=missing):
         build_responder(Settings(llm=llm))

@@ -167,12 +167,19 @@ async def test_exports_beyond_the_per_process_cap_get_429_until_one_ends(
             await resume.wait()  # a slow client: the export stays open
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1", "method": "GET", "scheme": "http", "path": "/me/export",
-        "raw_path": b"/me/export", "query_string": b"", "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/me/export",
+        "raw_path": b"/me/export",
+        "query_string": b"",
+        "root_path": "",
         "headers": [(k.lower().encode(), v.encode()) for k, v in owner.headers.items()],
-        "client": ("127.0.0.1", 1), "server": ("test", 80),
-    }  # fmt: skip
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
     slow = asyncio.create_task(app(scope, receive, send))
     try:
         await asyncio.wait_for(first_chunk.wait(), 10)

@@ -88,11 +88,24 @@ class Workers:
     ) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("wb")
         command = [
-            sys.executable, "-m", "celery", "-A", "tests.worker.worker_app", "worker",
-            "--pool", pool, "--concurrency", str(concurrency),
-            "--hostname", f"{name}@threadline-test",
-            "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tests.worker.worker_app",
+            "worker",
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--hostname",
+            f"{name}@threadline-test",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "--loglevel",
+            "INFO",
+        ]
         process = subprocess.Popen(
             command,
             cwd=ROOT,
@@ -199,9 +212,13 @@ async def test_a_celery_worker_ingests_uploaded_documents_end_to_end_on_one_loop
 
     for oid in ids:
         document = await _wait_for(
-            sessionmaker, tenant.id, oid, lambda d: d.status in ("ready", "failed"),
-            INGEST_SECONDS, "not ingested by the worker",
-        )  # fmt: skip
+            sessionmaker,
+            tenant.id,
+            oid,
+            lambda d: d.status in ("ready", "failed"),
+            INGEST_SECONDS,
+            "not ingested by the worker",
+        )
         assert (document.status, document.error, document.chunk_count) == ("ready", None, 1)
         assert (document.claimed_by, document.lease_expires_at) == (None, None)
         assert document.attempts == 0
@@ -230,17 +247,27 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
     async with sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant.id
         document, _ = await add_document(
-            db, tenant.id, from_bytes(body.encode(), "manual.txt"), title="Manual",
-            external_id=None, metadata={}, created_by=None, enqueue=False,
-        )  # fmt: skip
+            db,
+            tenant.id,
+            from_bytes(body.encode(), "manual.txt"),
+            title="Manual",
+            external_id=None,
+            metadata={},
+            created_by=None,
+            enqueue=False,
+        )
     CeleryJobs(create_celery(settings.model_copy(update={"celery_broker_url": broker}))).submit(
         ingest_job("kb", tenant.id, document.id)
     )
 
     claimed = await _wait_for(
-        sessionmaker, tenant.id, document.id, lambda d: d.claimed_by is not None,
-        WORKER_START_SECONDS + INGEST_SECONDS, "the first worker never claimed the document",
-    )  # fmt: skip
+        sessionmaker,
+        tenant.id,
+        document.id,
+        lambda d: d.claimed_by is not None,
+        WORKER_START_SECONDS + INGEST_SECONDS,
+        "the first worker never claimed the document",
+    )
     assert claimed.status == "processing"
     assert doomed.poll() is None
     os.kill(doomed.pid, signal.SIGKILL)  # mid-document: it is waiting for the model
@@ -249,9 +276,13 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
 
     workers.start("relief", lease)
     ready = await _wait_for(
-        sessionmaker, tenant.id, document.id, lambda d: d.status in ("ready", "failed"),
-        WORKER_START_SECONDS + INGEST_SECONDS, "the second worker never finished the document",
-    )  # fmt: skip
+        sessionmaker,
+        tenant.id,
+        document.id,
+        lambda d: d.status in ("ready", "failed"),
+        WORKER_START_SECONDS + INGEST_SECONDS,
+        "the second worker never finished the document",
+    )
     elapsed = time.monotonic() - killed_at
     print(f"\nkilled mid-document -> ready on the second worker: {elapsed:.2f} s")
 

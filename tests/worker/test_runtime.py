@@ -47,9 +47,15 @@ async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transacti
         async with sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant.id
             document, _ = await add_document(
-                db, tenant.id, from_bytes(f"Worker document {i}.".encode(), None),
-                title=None, external_id=None, metadata={}, created_by=None, enqueue=False,
-            )  # fmt: skip
+                db,
+                tenant.id,
+                from_bytes(f"Worker document {i}.".encode(), None),
+                title=None,
+                external_id=None,
+                metadata={},
+                created_by=None,
+                enqueue=False,
+            )
             ids.append(document.id)
     transactions: list[Any] = []
     listener = lambda connection: transactions.append(connection)  # noqa: E731
