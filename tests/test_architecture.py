@@ -7,6 +7,7 @@ contract to break: a contract that could not fail would prove nothing.
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from copy import deepcopy
 from pathlib import Path
@@ -84,3 +85,18 @@ def test_an_upward_import_breaks_the_layers(
     graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="x")
     layers = next(c for c in _contracts() if isinstance(c, LayersContract))
     assert _broken(layers, graph) is not None
+
+
+MAX_LINES = 300
+
+
+def test_a_module_over_300_lines_says_why_at_its_top() -> None:
+    silent = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if source.count("\n") <= MAX_LINES:
+            continue
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+        if f"{MAX_LINES} lines" not in docstring:
+            silent.append(path.relative_to(ROOT).as_posix())
+    assert not silent, f"over {MAX_LINES} lines with no reason in the module docstring: {silent}"
