@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import StreamMode
+from langgraph.types import Overwrite, StreamMode
 
 from app.chat.events import DoneEvent, DoneExtras, TurnEvent
 from app.core.db_outage import is_db_unavailable, retry_through_outage
@@ -307,8 +307,11 @@ class TurnRunner:
 
 
 def _apply(state: dict[str, Any], update: dict[str, Any]) -> None:
-    """A node's update, applied as the graph applies it: its context_metadata merged in."""
+    """A node's update, as the turn's outcome sees it: its context_metadata merged in (also
+    persist's, which replaces the checkpoint's copy but adds to what the client is told)."""
     metadata = update.get("context_metadata")
+    if isinstance(metadata, Overwrite):
+        metadata = metadata.value
     before = state.get("context_metadata", {})
     state.update(update)
     if metadata is not None:

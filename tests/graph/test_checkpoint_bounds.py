@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.graph.checkpointer import CURRENT_TENANT
 from app.limits.limiter import Limits
 from app.models import ChatSession
 from tests.chat_helpers import ask, owner_connection
@@ -111,3 +112,20 @@ async def test_the_checkpoint_keeps_the_outcome_not_the_turns_working_data(
         "agent_messages",
     }
     assert not stored & working
+
+
+async def test_the_final_checkpoint_keeps_only_the_turns_latency_of_its_manifest(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, settings: Settings
+) -> None:
+    """The manifest lives on the turn's row; the thread's last checkpoint (after persist) keeps
+    only the latency of it, whatever the nodes merged into `context_metadata` on the way."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await _turns(client, owner, chat, 1)
+    await _settled_bytes(settings, chat, 1)
+    graph = app.state.resources.runner.graph
+    CURRENT_TENANT.set(str(tenant.id))
+    try:
+        snapshot = await graph.aget_state({"configurable": {"thread_id": str(chat.id)}})
+    finally:
+        CURRENT_TENANT.set(None)
+    assert set(snapshot.values["context_metadata"]) == {"latency_ms"}

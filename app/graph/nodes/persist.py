@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from app.core.db_outage import retry_through_outage
 from app.graph.context import TurnContext
@@ -69,4 +70,6 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
         write, budget_seconds=ctx.settings.db_write_retry_seconds, what="persist"
     )
     await ctx.history.store(tenant, session, snapshot)  # after the commit
-    return {"status": "complete", "context_metadata": {"latency_ms": latency_ms}}
+    # The row now holds the whole manifest; the thread's checkpoint keeps only the outcome
+    # (ADR 0024), so the merged metadata is replaced, not extended.
+    return {"status": "complete", "context_metadata": Overwrite({"latency_ms": latency_ms})}
