@@ -11,7 +11,7 @@ from app.auth.endpoints import router as auth_router
 from app.auth.principal import authenticate, require_admin
 from app.chat.endpoints import router as chat_router
 from app.config import Settings, get_settings
-from app.core.deps import get_db
+from app.core.deps import get_db, get_sessionmaker
 from app.core.errors import install_error_handlers
 from app.core.logging import configure_logging
 from app.core.middleware import (
@@ -69,7 +69,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retention_router,
     ):
         app.include_router(router)
-    document_errors(app, {authenticate: (401,), require_admin: (403,), get_db: (503,)})
+    # What a route depends on says what it may answer: a database (the request's transaction,
+    # or a service's own from the sessionmaker) may be unavailable.
+    document_errors(
+        app,
+        {authenticate: (401,), require_admin: (403,), get_db: (503,), get_sessionmaker: (503,)},
+    )
     return app
 
 

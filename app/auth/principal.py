@@ -99,3 +99,24 @@ async def require_admin(principal: CurrentPrincipal) -> Principal:
 
 
 AdminPrincipal = Annotated[Principal, Depends(require_admin)]
+
+
+# For endpoints whose service runs its own transactions and may take long (a model call, an
+# erasure waiting for running turns to stop): authentication only read, so its transaction
+# ends at once and no pooled connection is held meanwhile.
+
+
+async def release_after_auth(principal: CurrentPrincipal, db: DbSession) -> Principal:
+    """The authenticated caller, with the request's transaction already ended."""
+    await db.rollback()
+    return principal
+
+
+async def release_after_admin(admin: AdminPrincipal, db: DbSession) -> Principal:
+    """The authenticated admin, with the request's transaction already ended."""
+    await db.rollback()
+    return admin
+
+
+Caller = Annotated[Principal, Depends(release_after_auth)]
+AdminCaller = Annotated[Principal, Depends(release_after_admin)]

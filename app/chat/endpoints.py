@@ -10,7 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
-from app.chat.deps import Caller, ChatServiceDep
+from app.auth.principal import Caller
+from app.chat.deps import ChatServiceDep
 from app.chat.idempotency import MAX_KEY_CHARS
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse
 from app.chat.streaming.resume import parse_last_event_id

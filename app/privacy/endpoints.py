@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from app.auth.principal import AdminPrincipal, CurrentPrincipal, Principal
+from app.auth.principal import AdminCaller, Caller, CurrentPrincipal, Principal
 from app.core.deps import RedisDep, SessionmakerDep, SettingsDep
 from app.core.errors import NotFound, TooManyRequests, error_responses
 from app.privacy import service
@@ -111,7 +111,7 @@ async def _erase(
 
 @router.delete("/me", response_model=ErasureResponse, responses=error_responses(404, 409))
 async def erase_me(
-    principal: CurrentPrincipal,
+    principal: Caller,
     sessionmaker: SessionmakerDep,
     redis: RedisDep,
     streams: TurnStopperDep,
@@ -128,7 +128,7 @@ async def erase_me(
 )
 async def erase_user_as_admin(
     user_id: uuid.UUID,
-    admin: AdminPrincipal,
+    admin: AdminCaller,
     sessionmaker: SessionmakerDep,
     redis: RedisDep,
     streams: TurnStopperDep,

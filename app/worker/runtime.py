@@ -13,6 +13,10 @@ periodically it queues lost ingestions again, through the broker. And it runs th
 sweep beat schedules (`app.retention.tasks`), on the same engine, with the Redis history
 cache the sweep clears. Everything is built by `app.bootstrap`, as the API's is.
 
+The ingestion side (the embedder, checked against the stored vectors, and the recovery) is
+built on first use, in the background at start: a model that will not load, or does not
+match the database, stops ingestion, never the retention sweep.
+
 Built in the process that runs tasks: a prefork child (`worker_process_init`), or the
 worker's own process for the solo and threads pools (`worker_ready`). A process forked
 from one that had a runtime builds its own (the pid is checked).
@@ -56,12 +60,13 @@ class WorkerRuntime:
     ingestion: IngestionDeps
     redis: RedisHandle
     history: HistoryStore
-    handlers: dict[str, Callable[..., Awaitable[Any]]]
-    recovery: RecoveryLoop
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pid = os.getpid()
+        self._ingestion_lock = asyncio.Lock()
+        self._handlers: dict[str, Callable[..., Awaitable[Any]]] | None = None
+        self.recovery: RecoveryLoop | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="threadline-worker-loop", daemon=True
@@ -83,39 +88,42 @@ class WorkerRuntime:
         return self.submit(coroutine).result()
 
     async def _open(self) -> None:
-        from app.bootstrap import (
-            build_history,
-            build_recovery,
-            create_celery,
-            open_database,
-            open_ingestion,
-        )
-        from app.core.jobs import CeleryJobs
+        from app.bootstrap import build_history, open_database
         from app.core.redis import build_redis
-        from app.ingestion.jobs import ingestion_handlers
 
         settings = self.settings
         database = await open_database(settings, pool_size=CONNECTIONS, max_overflow=CONNECTIONS)
         self.engine = database.engine
         self.sessionmaker = database.sessionmaker
-        try:
-            # The CPU steps run in a thread here: a worker has no request latency to protect.
-            self.ingestion = await open_ingestion(settings, database.sessionmaker)
-        except BaseException:
-            await database.dispose()
-            raise
-        self.handlers = ingestion_handlers(self.ingestion)
         self.redis = build_redis(settings)
         self.history = build_history(settings, self.redis)
-        jobs = CeleryJobs(create_celery(settings))  # lost ingestions go back to the broker
-        self.recovery = build_recovery(settings, lambda: database.sessionmaker, jobs)
-        self.recovery.start()
+
+    async def ingestion_handlers(self) -> dict[str, Callable[..., Awaitable[Any]]]:
+        """The ingestion jobs' handlers, built on first use: the embedder is loaded and checked
+        against the stored vectors then, and the recovery of lost ingestions starts. The
+        retention sweep never waits for (or fails with) the model."""
+        async with self._ingestion_lock:
+            if self._handlers is None:
+                from app.bootstrap import build_recovery, create_celery, open_ingestion
+                from app.core.jobs import CeleryJobs
+                from app.ingestion.jobs import ingestion_handlers
+
+                settings = self.settings
+                # The CPU steps run in a thread here: a worker has no request latency to protect.
+                self.ingestion = await open_ingestion(settings, self.sessionmaker)
+                self._handlers = ingestion_handlers(self.ingestion)
+                jobs = CeleryJobs(create_celery(settings))  # lost ingestions go back to the broker
+                self.recovery = build_recovery(settings, lambda: self.sessionmaker, jobs)
+                self.recovery.start()
+                logger.info("worker ingestion ready", extra={"owner": self.ingestion.leases.owner})
+            return self._handlers
 
     def close(self) -> None:
         """Stop the recovery, close the connections and the loop (worker shutdown)."""
 
         async def _close() -> None:
-            await self.recovery.stop()
+            if self.recovery is not None:
+                await self.recovery.stop()
             await self.redis.close()
             await self.engine.dispose()
 
@@ -136,7 +144,7 @@ def worker_runtime() -> WorkerRuntime:
     with _lock:
         if _runtime is None or _runtime.pid != os.getpid():
             _runtime = WorkerRuntime(get_settings())
-            logger.info("worker runtime ready", extra={"owner": _runtime.ingestion.leases.owner})
+            logger.info("worker runtime ready")
         return _runtime
 
 

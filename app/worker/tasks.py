@@ -34,7 +34,7 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
     """Ingest one document or attachment (retries inside the pipeline). `skipped` when it
     was not this task's to do: already ingested, or held by another live process."""
     runtime = worker_runtime()
-    handler = runtime.handlers[INGEST]
+    handler = runtime.run(runtime.ingestion_handlers())[INGEST]
 
     async def run() -> str:
         return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
@@ -56,7 +56,8 @@ def _build_in_background() -> None:
 
 def _build() -> None:
     try:
-        worker_runtime()
+        runtime = worker_runtime()
+        runtime.run(runtime.ingestion_handlers())  # load the model before the first document
     except Exception:  # the first task tries again, and says why
         logger.exception("worker runtime could not be built")
 

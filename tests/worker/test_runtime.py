@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.core.db import TENANT, scope_to_tenant
+from app.embeddings.space import EmbeddingMismatchError
 from app.ingestion.jobs import INGEST
 from app.ingestion.uploads import from_bytes
 from app.knowledge.service import add_document
@@ -60,7 +61,7 @@ async def test_concurrent_tasks_of_a_worker_process_share_its_loop_and_transacti
     transactions: list[Any] = []
     listener = lambda connection: transactions.append(connection)  # noqa: E731
     event.listen(runtime.engine.sync_engine, "begin", listener)
-    handler = runtime.handlers[INGEST]
+    handler = runtime.run(runtime.ingestion_handlers())[INGEST]
 
     def task(oid: uuid.UUID) -> str:  # what the Celery task does, in a pool thread
         async def run() -> str:
@@ -125,3 +126,26 @@ async def test_the_retention_sweep_task_runs_on_the_worker_process_loop_and_engi
     assert list(left) == []
     # Both runs used the process's one engine, on its one loop: no `asyncio.run` per call.
     assert threads and set(threads) == {"threadline-worker-loop"}, threads
+
+
+async def test_the_sweep_runs_when_the_ingestion_side_cannot_start(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that will not load, or does not match the stored vectors, stops ingestion with
+    its reason; the retention sweep runs all the same."""
+    import app.bootstrap
+
+    async def refuse(*_: Any, **__: Any) -> Any:
+        raise EmbeddingMismatchError("the vectors were made by another model")
+
+    monkeypatch.setattr(app.bootstrap, "open_ingestion", refuse)
+    runtime = WorkerRuntime(settings)
+    monkeypatch.setattr(tasks, "worker_runtime", lambda: runtime)
+    try:
+        loop = asyncio.get_running_loop()
+        swept = await loop.run_in_executor(None, tasks.retention_sweep)
+        assert set(swept) == {"turns", "checkpoints", "orphan_checkpoints", "refresh_tokens"}
+        with pytest.raises(EmbeddingMismatchError, match="another model"):
+            await loop.run_in_executor(None, lambda: tasks.ingest("kb", str(uuid.uuid4()), "x"))
+    finally:
+        runtime.close()
