@@ -47,7 +47,7 @@ def enqueue_after_commit(db: Any, job: Job) -> None:
 def _submit(info: dict[str, Any], job: Job) -> None:
     runner: JobRunner | None = info.get(RUNNER)
     if runner is None:
-        logger.error("job committed without a runner", extra={"jobs": [job.name]})
+        logger.error("jobs committed without a runner", extra={"jobs": [job.name]})
         return
     runner.submit(job)
 
