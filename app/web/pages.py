@@ -1,0 +1,53 @@
+"""The pages: the web app's one HTML shell at `/`, and `/docs` and `/redoc` rebuilt on the
+vendored Swagger UI and ReDoc, with no inline script and nothing from another origin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, HTMLResponse
+
+STATIC_DIR = Path(__file__).parent / "static"
+SWAGGER = "/static/vendor/swagger-ui-5.35.0"
+REDOC = "/static/vendor/redoc-2.5.4"
+_NO_CACHE = {"Cache-Control": "no-cache"}
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+async def index() -> FileResponse:
+    """The web app (its routes live after `#`, so this is its only page)."""
+    return FileResponse(STATIC_DIR / "index.html", headers=_NO_CACHE)
+
+
+def _docs_page(title: str, head: str, body: str) -> HTMLResponse:
+    html = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{title}</title>{head}</head><body>{body}</body></html>"
+    )
+    return HTMLResponse(html, headers=_NO_CACHE)
+
+
+@router.get("/docs")
+async def swagger_ui() -> HTMLResponse:
+    """Swagger UI for /openapi.json, served from this process."""
+    return _docs_page(
+        "Threadline API — Swagger UI",
+        f'<link rel="stylesheet" href="{SWAGGER}/swagger-ui.css">',
+        f'<div id="swagger-ui"></div><script src="{SWAGGER}/swagger-ui-bundle.js"></script>'
+        '<script src="/static/docs-init.js"></script>',
+    )
+
+
+@router.get("/redoc")
+async def redoc() -> HTMLResponse:
+    """ReDoc for /openapi.json, served from this process."""
+    return _docs_page(
+        "Threadline API — ReDoc",
+        "",
+        f'<div id="redoc"></div><script src="{REDOC}/redoc.standalone.js"></script>'
+        '<script src="/static/redoc-init.js"></script>',
+    )
