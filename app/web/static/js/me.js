@@ -44,8 +44,8 @@ export async function mePage(main) {
       await api("/me", { method: "DELETE" });
       announce("Your account and data were erased.");
       setNotice("Your account and all its data were erased.");
+      history.replaceState(null, "", "#/"); // no hashchange: the sign-in page shows the notice
       await forget();
-      location.hash = "#/";
     } catch (e) {
       eraseStatus.textContent = humanError(e);
       eraseButton.disabled = false;
