@@ -74,6 +74,7 @@ function shell(user, current) {
     h("header", { class: "top" }, h("a", { class: "brand", href: "#/" }, "Threadline"), nav, h("span", { class: "who" }, user.email), out),
     main,
   );
+  nav.querySelector("[aria-current=page]")?.scrollIntoView({ block: "nearest", inline: "center" });
   return main;
 }
 
