@@ -155,3 +155,34 @@ async def test_hostile_markdown_in_answers_and_documents_renders_inert(
     assert await page.locator("a[href^='javascript']").count() == 0
     assert await answer.locator("a").count() == 0
     assert not watch_of(page).dialogs
+
+
+async def test_keyboard_and_errors_a_person_understands(page: Page, world: World) -> None:
+    await new_chat(page, world)
+    await page.fill("#message", "first line")
+    await page.keyboard.press("Shift+Enter")
+    await page.keyboard.type("second line")
+    assert await page.input_value("#message") == "first line\nsecond line"
+    await page.keyboard.press("Enter")
+    await expect(page.locator(f"{LAST} .question")).to_contain_text("first line\nsecond line")
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "complete")
+
+    await page.set_input_files(
+        "#attach-input",
+        files=FilePayload(
+            name="photo.png", mimeType="image/png", buffer=b"\x89PNG\r\n\x1a\n" + b"0" * 64
+        ),
+    )
+    await expect(page.locator(".composer .error").first).to_contain_text(
+        "This file type is refused"
+    )
+    message = await page.evaluate(
+        "import('/static/js/api.js').then(m => m.humanError("
+        "new m.ApiError(429, 'rate_limited', 'x', 7)))"
+    )
+    assert message == "Too many requests: try again in 7 s."
+    quota = await page.evaluate(
+        "import('/static/js/api.js').then(m => m.humanError("
+        "new m.ApiError(429, 'token_quota_exceeded', 'x', 7200)))"
+    )
+    assert quota.startswith("Today's token quota is used up")
