@@ -45,6 +45,9 @@ async def test_login_lands_in_a_conversation_streams_and_cites(page: Page, world
     live = await answer.inner_text()
     await expect(page.locator("#announcer")).to_contain_text("Answer:")
     await screenshot(page, "chat")
+    await page.emulate_media(color_scheme="dark")
+    await screenshot(page, "chat-dark")
+    await page.emulate_media(color_scheme="light")
 
     # The stored answer is what `done` showed: the same text rendered after a reload.
     async with httpx.AsyncClient(base_url=world.url) as client:

@@ -148,3 +148,33 @@ async def test_pages_carry_a_strict_csp_and_the_refresh_cookie_is_locked_down(
         assert again.status_code == 200 and again.json()["access_token"]
         replayed = await browser.post("/web/auth/refresh", headers={**jar, **csrf})
         assert replayed.status_code == 401, "a refresh cookie works once"
+
+
+async def test_the_access_token_is_refreshed_silently_before_it_expires_and_logout_ends_it(
+    page: Page, world: World
+) -> None:
+    refreshes: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            refreshes.append(request.url) if "/web/auth/refresh" in request.url else None
+        ),
+    )
+    await page.clock.install()
+    await sign_in(page, world, world.member_email)
+    await expect(page.locator("#message")).to_be_visible()
+    refreshes.clear()
+    # The access token lives 900 s: the page renews it a minute before, without a reload.
+    await page.clock.fast_forward(841_000)
+    for _ in range(50):
+        if refreshes:
+            break
+        await page.wait_for_timeout(100)
+    assert refreshes, "the page refreshed its access token"
+    stored = await page.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert stored == "{}{}", "no token in web storage"
+    assert "token" not in page.url
+    await page.click("text=Log out")
+    await expect(page.locator("form.login")).to_be_visible()
+    await page.reload()
+    await expect(page.locator("form.login")).to_be_visible()
