@@ -193,6 +193,7 @@ export async function chatPage(main, sessionId) {
           } else if (event.name === "sources") {
             view.setSources(event.data.sources || []);
           } else if (event.name === "done") {
+            view.el.streamedText = text; // what the tokens said, before done replaces it (bench/web.py)
             view.finish(event.data);
           } else if (event.name === "error") {
             view.fail(humanError(new ApiError(event.data.status || 0, event.data.code, event.data.message)));
