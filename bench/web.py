@@ -63,7 +63,7 @@ async def _first_load(browser: Browser, base: str, state: Any) -> Any:
     async def keep(response: Any) -> None:
         try:
             bodies.append(await response.body())
-        except Exception:  # noqa: BLE001 - a redirect or aborted response has no body
+        except Exception:  # a redirect or an aborted response has no body
             return
 
     page.on("response", keep)
