@@ -3,9 +3,12 @@ attachments, and hostile Markdown rendered inert."""
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 from playwright.async_api import FilePayload, Page, expect
 
+from tests.factories import DEFAULT_PASSWORD
 from tests.web.conftest import World, api_login, screenshot, sign_in, watch_of
 
 LAST = ".turn:last-of-type"
@@ -189,3 +192,51 @@ async def test_keyboard_and_errors_a_person_understands(page: Page, world: World
         "new m.ApiError(429, 'token_quota_exceeded', 'x', 7200)))"
     )
     assert quota.startswith("Today's token quota is used up")
+
+
+async def test_a_reload_mid_answer_follows_the_running_turn_to_its_end(
+    page: Page, world: World
+) -> None:
+    await new_chat(page, world)
+    await ask(page, "Describe slowly every refund rule")
+    await expect(page.locator(f"{LAST} .answer")).to_contain_text("part3")
+    await page.reload()
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "complete", timeout=40_000)
+    words = (await page.locator(f"{LAST} .answer").inner_text()).split()
+    assert words == [f"part{i}" for i in range(120)]
+
+
+async def test_the_sidebar_pages_renames_and_deletes_conversations(
+    page: Page, world: World
+) -> None:
+    email = f"pager-{uuid.uuid4().hex[:8]}@example.com"
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        admin = await api_login(client, world.admin_email)
+        body = {"email": email, "password": DEFAULT_PASSWORD}
+        assert (await client.post("/admin/users", json=body, headers=admin)).status_code == 201
+        headers = await api_login(client, email)
+        for i in range(24):
+            created = await client.post(
+                "/sessions", json={"title": f"Topic {i:02d}"}, headers=headers
+            )
+            assert created.status_code == 201
+    await sign_in(page, world, email)
+    await expect(page.locator(".conv-title")).to_have_text("Topic 23")  # the newest
+    items = page.locator(".session-list li")
+    await expect(items).to_have_count(20)
+    await expect(items.first).to_contain_text("Topic 23")
+    await page.click("text=Load more")
+    await expect(items).to_have_count(24)
+    await expect(items.last).to_contain_text("Topic 00")
+
+    await page.click("button:has-text('Rename')")
+    await page.fill("input[aria-label='Conversation title']", "Renamed topic")
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".conv-title")).to_have_text("Renamed topic")
+    await expect(items.first).to_contain_text("Renamed topic")
+
+    before = page.url
+    await page.click("button:has-text('Delete')")
+    await page.click("button:has-text('Really delete?')")
+    await page.wait_for_url(lambda url: url != before and "#/c/" in url)
+    await expect(page.locator(".session-list")).not_to_contain_text("Renamed topic")
