@@ -26,7 +26,8 @@ def _docs_page(title: str, head: str, body: str) -> HTMLResponse:
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{title}</title>{head}</head><body>{body}</body></html>"
+        f'<title>{title}</title><link rel="stylesheet" href="/static/docs.css">{head}'
+        f"</head><body>{body}</body></html>"
     )
     return HTMLResponse(html, headers=_NO_CACHE)
 
