@@ -9,7 +9,16 @@ import httpx
 from playwright.async_api import FilePayload, Page, expect
 
 from tests.factories import DEFAULT_PASSWORD
-from tests.web.conftest import World, api_login, screenshot, sign_in, watch_of
+from tests.web.conftest import (
+    NARROW,
+    SCREENSHOTS,
+    WIDE,
+    World,
+    api_login,
+    screenshot,
+    sign_in,
+    watch_of,
+)
 
 LAST = ".turn:last-of-type"
 
@@ -228,6 +237,14 @@ async def test_the_sidebar_pages_renames_and_deletes_conversations(
     await page.click("text=Load more")
     await expect(items).to_have_count(24)
     await expect(items.last).to_contain_text("Topic 00")
+    await page.set_viewport_size(NARROW)  # on a phone the list opens over the conversation
+    await expect(page.locator("#sidebar")).to_be_hidden()
+    await page.click("button:has-text('Conversations')")
+    await expect(page.locator("#sidebar")).to_be_visible()
+    await page.screenshot(path=str(SCREENSHOTS / "chat-sidebar-390.png"))
+    await page.click("text=Close the list")
+    await expect(page.locator("#sidebar")).to_be_hidden()
+    await page.set_viewport_size(WIDE)
 
     await page.click("button:has-text('Rename')")
     await page.fill("input[aria-label='Conversation title']", "Renamed topic")

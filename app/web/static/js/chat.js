@@ -31,9 +31,11 @@ export async function chatPage(main, sessionId) {
   const sessionList = h("ul", { class: "session-list" });
   const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more");
   const newChat = h("button", { type: "button", class: "primary" }, "New chat");
+  const closeList = h("button", { type: "button", class: "secondary sidebar-close" }, "Close the list");
   const sidebar = h(
     "aside",
     { class: "sidebar", id: "sidebar", "aria-label": "Conversations" },
+    closeList,
     newChat,
     h("nav", { "aria-label": "Your conversations" }, sessionList),
     more,
@@ -98,10 +100,13 @@ export async function chatPage(main, sessionId) {
       showFormError(humanError(e));
     }
   });
-  toggle.addEventListener("click", () => {
-    const open = sidebar.classList.toggle("open");
+  const showList = (open) => {
+    sidebar.classList.toggle("open", open);
     toggle.setAttribute("aria-expanded", String(open));
-  });
+    (open ? newChat : toggle).focus();
+  };
+  toggle.addEventListener("click", () => showList(!sidebar.classList.contains("open")));
+  closeList.addEventListener("click", () => showList(false));
 
   // --- header: rename and delete -------------------------------------------------------------
   rename.addEventListener("click", () => {
