@@ -187,8 +187,13 @@ export async function chatPage(main, sessionId) {
         },
         onReconnect() {
           view.note("Connection lost — resuming…");
+          streaming.resuming = true;
         },
         onEvent(event) {
+          if (streaming.resuming) {
+            streaming.resuming = false;
+            view.note("Answering…");
+          }
           if (event.name === "token") {
             text += event.data.text;
             view.setText(text);

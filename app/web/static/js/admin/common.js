@@ -4,7 +4,9 @@ import { humanError } from "../api.js";
 import { formatDate, h, mount } from "../dom.js";
 
 export function frame(main, title, ...sections) {
-  mount(main, h("div", { class: "page" }, h("h1", {}, title), sections));
+  const heading = h("h1", { tabindex: "-1" }, title);
+  mount(main, h("div", { class: "page" }, heading, sections));
+  heading.focus(); // a screen reader hears the new page's title
 }
 
 /** A status line: `say(text)` for news, `fail(error)` for an error as a sentence. */
