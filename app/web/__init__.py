@@ -7,10 +7,9 @@ the vendored Swagger UI and ReDoc, and the security headers on every response.
 from __future__ import annotations
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.web.auth import router as auth_router
-from app.web.pages import STATIC_DIR
+from app.web.pages import STATIC_DIR, Assets
 from app.web.pages import router as pages_router
 from app.web.security import SecurityHeadersMiddleware
 
@@ -19,5 +18,5 @@ def install_web(app: FastAPI) -> None:
     """Serve the web app, /docs and /redoc from this process, every asset local."""
     app.include_router(auth_router)
     app.include_router(pages_router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", Assets(directory=STATIC_DIR), name="static")
     app.add_middleware(SecurityHeadersMiddleware)

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.types import Scope
 
 STATIC_DIR = Path(__file__).parent / "static"
 SWAGGER = "/static/vendor/swagger-ui-5.35.0"
@@ -14,6 +17,21 @@ REDOC = "/static/vendor/redoc-2.5.4"
 _NO_CACHE = {"Cache-Control": "no-cache"}
 
 router = APIRouter(include_in_schema=False)
+
+
+class Assets(StaticFiles):
+    """`/static`: the app's own modules are revalidated on every load (a deploy never mixes
+    old and new modules); the vendored bundles, whose directories carry their version, are
+    cached for good."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        """The file, with the cache policy of its kind."""
+        response = await super().get_response(path, scope)
+        immutable = path.startswith("vendor/") and response.status_code == 200
+        response.headers["Cache-Control"] = (
+            "public, max-age=31536000, immutable" if immutable else "no-cache"
+        )
+        return response
 
 
 @router.get("/")

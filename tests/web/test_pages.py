@@ -122,6 +122,10 @@ async def test_pages_carry_a_strict_csp_and_the_refresh_cookie_is_locked_down(
         assert "unsafe-inline" not in policy and "http" not in policy
         assert "frame-ancestors 'none'" in policy
         assert "<script>" not in page.text and "style=" not in page.text
+        module = await client.get("/static/js/main.js")
+        assert module.headers["cache-control"] == "no-cache"
+        vendored = await client.get("/static/vendor/redoc-2.5.4/redoc.standalone.js")
+        assert "immutable" in vendored.headers["cache-control"]
         docs = await client.get("/docs")
         assert "script-src 'self';" in docs.headers["content-security-policy"]
         assert "cdn" not in docs.text.lower() and "<script>" not in docs.text

@@ -14,8 +14,7 @@ let active = null; // the page on screen, for the global Esc handler
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || !active) return;
-  if (active.stop()) event.preventDefault();
-  else if (closePanel()) event.preventDefault();
+  if (active.stop() || closePanel() || active.closeList()) event.preventDefault();
 });
 
 /** Open the newest conversation, or start one when there is none. */
@@ -247,6 +246,11 @@ export async function chatPage(main, sessionId) {
   stop.addEventListener("click", () => active?.stop());
 
   active = {
+    closeList() {
+      if (!sidebar.classList.contains("open")) return false;
+      showList(false);
+      return true;
+    },
     stop() {
       const streaming = state.streaming;
       if (!streaming || streaming.stopRequested) return false;
