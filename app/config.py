@@ -204,6 +204,8 @@ class Settings(BaseSettings):
     ingest_workers: int = Field(default=2, ge=0, le=64)
     """Worker processes extracting, sanitising and chunking documents off the event loop;
     0 runs that work in a thread of the API process instead."""
+    web_cookie_secure: bool | None = None
+    """`Secure` flag of the web app's refresh cookie; None: set outside development."""
     log_level: str = "INFO"
     log_json: bool = True
 

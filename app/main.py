@@ -30,6 +30,7 @@ from app.ops.endpoints import router as ops_router
 from app.privacy.endpoints import router as privacy_router
 from app.retention.endpoints import router as retention_router
 from app.sessions.endpoints import router as sessions_router
+from app.web import install_web
 
 UPLOAD_PATHS = ("/attachments", "/kb/documents")
 
@@ -42,6 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Multi-tenant RAG chat over your organisation's knowledge base.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from app.web, on vendored assets
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -69,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retention_router,
     ):
         app.include_router(router)
+    install_web(app)
     # What a route depends on says what it may answer: a database (the request's transaction,
     # or a service's own from the sessionmaker) may be unavailable.
     document_errors(

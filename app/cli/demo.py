@@ -50,10 +50,10 @@ def demo(
     counts = run(lambda settings: ingest_files(settings, DEMO_TENANT, files_in([SAMPLE_KB])))
     typer.echo(f"Sample knowledge base: {counts['ready'] + counts['duplicate']} documents.")
     typer.echo(
-        f"\nLog in at {url}/docs (Authorize) or with:\n"
+        f"\nOpen the web app at {url}/ and sign in (API docs: {url}/docs), or log in with:\n"
         f"  curl -s -X POST {url}/auth/token \\\n"
         "       -H 'content-type: application/json' \\\n"
         f'       -d \'{{"email": "{DEMO_EMAIL}", "password": "{DEMO_PASSWORD}"}}\'\n'
         f"  e-mail: {DEMO_EMAIL}   password: {DEMO_PASSWORD}   role: admin\n"
-        "Then create a session and ask, e.g., 'How do I erase my data?'\n"
+        "Then ask, e.g., 'How do I erase my data?'\n"
     )

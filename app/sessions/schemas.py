@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -67,6 +68,16 @@ class TurnResponse(BaseModel):
     query_composition: str | None
     status: str
     created_at: datetime
+    context_metadata: dict[str, Any] = Field(default_factory=dict)
+    """How the answer's context was built (budget, sources used, quality); the output
+    validation's audit detail stays for the admin audit."""
+
+    @field_validator("context_metadata", mode="before")
+    @classmethod
+    def _without_audit(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k != "audit"}
+        return value or {}
 
 
 class TurnPage(BaseModel):

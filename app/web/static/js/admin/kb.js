@@ -1,0 +1,113 @@
+// Knowledge base: upload files or text with live status and progress, delete, and search
+// over /kb/search with the scores.
+
+import { api } from "../api.js";
+import { h, mount } from "../dom.js";
+import { setMarkdown } from "../markdown.js";
+import { frame, pager, statusLine, table, tag, when } from "./common.js";
+
+export async function render(main) {
+  const status = statusLine();
+  const list = h("div");
+  let timer = null;
+  let documents = [];
+
+  const draw = (items) => {
+    documents = items;
+    mount(
+      list,
+      table(
+        [
+          ["Title", (d) => d.title],
+          ["Status", (d) => [tag(d.status), d.status === "failed" && d.error ? h("div", { class: "error" }, d.error) : null]],
+          ["Progress", (d) => (d.status === "ready" ? `${d.chunk_count} chunks` : h("progress", { max: "1", value: d.progress || 0 }))],
+          ["Added", (d) => when(d.created_at)],
+          ["", (d) => h("button", { type: "button", class: "secondary danger", onclick: () => remove(d) }, "Delete")],
+        ],
+        items,
+        "The knowledge base is empty.",
+      ),
+    );
+    clearTimeout(timer);
+    if (items.some((d) => d.status === "pending" || d.status === "processing") && main.isConnected) {
+      timer = setTimeout(() => paging.reset(), 1000);
+    }
+  };
+  const paging = pager((cursor) => api(`/kb/documents?limit=20${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`), draw, status);
+
+  async function remove(doc) {
+    try {
+      await api(`/kb/documents/${doc.id}`, { method: "DELETE" });
+      status.say(`Deleted “${doc.title}”.`);
+      await paging.reset();
+    } catch (e) {
+      status.fail(e);
+    }
+  }
+
+  const file = h("input", { type: "file", id: "kb-file", accept: ".pdf,.txt,.md,text/plain,text/markdown,application/pdf" });
+  const uploadForm = h("form", { class: "card", "aria-labelledby": "kb-upload" }, h("h2", { id: "kb-upload" }, "Upload a file"), h("label", { for: "kb-file" }, "PDF, plain text or Markdown"), file, h("button", { type: "submit", class: "primary" }, "Upload"));
+  uploadForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!file.files.length) return;
+    const form = new FormData();
+    form.append("file", file.files[0], file.files[0].name);
+    try {
+      const accepted = await api("/kb/documents", { method: "POST", form });
+      status.say(accepted.duplicate ? "That file is already in the knowledge base." : "Uploaded; it is being processed.");
+      file.value = "";
+      await paging.reset();
+    } catch (e) {
+      status.fail(e);
+    }
+  });
+
+  const title = h("input", { type: "text", id: "kb-title", required: true, maxlength: "300" });
+  const text = h("textarea", { id: "kb-text", rows: "4", required: true });
+  const textForm = h("form", { class: "card", "aria-labelledby": "kb-text-title" }, h("h2", { id: "kb-text-title" }, "Add text"), h("label", { for: "kb-title" }, "Title"), title, h("label", { for: "kb-text" }, "Text (Markdown)"), text, h("button", { type: "submit", class: "primary" }, "Add"));
+  textForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      await api("/kb/documents", { method: "POST", body: { title: title.value, text: text.value, content_type: "text/markdown" } });
+      status.say(`Added “${title.value}”; it is being processed.`);
+      title.value = "";
+      text.value = "";
+      await paging.reset();
+    } catch (e) {
+      status.fail(e);
+    }
+  });
+
+  const query = h("input", { type: "search", id: "kb-query", placeholder: "Search the knowledge base", "aria-label": "Search query" });
+  const hits = h("div");
+  const searchForm = h("form", { class: "card", role: "search", "aria-labelledby": "kb-search" }, h("h2", { id: "kb-search" }, "Search"), h("div", { class: "row" }, query, h("button", { type: "submit", class: "primary" }, "Search")), hits);
+  searchForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!query.value.trim()) return;
+    try {
+      const result = await api("/kb/search", { method: "POST", body: { query: query.value, k: 10 } });
+      mount(
+        hits,
+        table(
+          [
+            ["Score", (hit) => hit.score.toFixed(3)],
+            ["Document", (hit) => hit.title],
+            ["Snippet", (hit) => {
+              const cell = h("div", { class: "snippet markdown" });
+              setMarkdown(cell, hit.snippet);
+              return cell;
+            }],
+          ],
+          result.items,
+          "No match.",
+        ),
+      );
+    } catch (e) {
+      status.fail(e);
+    }
+  });
+
+  frame(main, "Knowledge base", status.el, h("div", { class: "row cards" }, uploadForm, textForm), searchForm, h("section", { class: "card", "aria-labelledby": "kb-docs" }, h("h2", { id: "kb-docs" }, "Documents"), list, paging.el));
+  await paging.reset();
+  return documents;
+}

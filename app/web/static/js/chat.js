@@ -1,0 +1,294 @@
+// The chat page: the sessions sidebar (newest first, paged; create, rename, delete), the
+// conversation with streamed answers, Stop (button or Esc), attachments and the side panel.
+
+import { ApiError, api, humanError } from "./api.js";
+import { attachmentsBar } from "./attachments.js";
+import { announce, errorBox, formatDate, h, mount } from "./dom.js";
+import { closePanel, createPanel } from "./panels.js";
+import { newKey, stopTurn, streamTurn } from "./stream.js";
+import { turnView } from "./turns.js";
+
+const DEFAULT_TITLE = "New conversation";
+const PAGE = 20;
+let active = null; // the page on screen, for the global Esc handler
+
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || !active) return;
+  if (active.stop() || closePanel() || active.closeList()) event.preventDefault();
+});
+
+/** Open the newest conversation, or start one when there is none. */
+export async function latestSession() {
+  const page = await api(`/sessions?limit=1`);
+  if (page.items.length) return page.items[0].id;
+  const created = await api("/sessions", { method: "POST", body: {} });
+  return created.id;
+}
+
+export async function chatPage(main, sessionId) {
+  const state = { session: null, streaming: null };
+  const sessionList = h("ul", { class: "session-list" });
+  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more");
+  const newChat = h("button", { type: "button", class: "primary" }, "New chat");
+  const closeList = h("button", { type: "button", class: "secondary sidebar-close" }, "Close the list");
+  const sidebar = h(
+    "aside",
+    { class: "sidebar", id: "sidebar", "aria-label": "Conversations" },
+    closeList,
+    newChat,
+    h("nav", { "aria-label": "Your conversations" }, sessionList),
+    more,
+  );
+  const toggle = h("button", { type: "button", class: "secondary sidebar-toggle", "aria-controls": "sidebar", "aria-expanded": "false" }, "Conversations");
+  const title = h("h1", { class: "conv-title", id: "conv-title" }, "…");
+  const rename = h("button", { type: "button", class: "secondary" }, "Rename");
+  const remove = h("button", { type: "button", class: "secondary danger" }, "Delete");
+  const turns = h("div", { class: "turns", role: "log", "aria-labelledby": "conv-title" });
+  const textarea = h("textarea", { id: "message", rows: "2", placeholder: "Ask a question… (Enter sends, Shift+Enter adds a line)", "aria-label": "Message" });
+  const send = h("button", { type: "submit", class: "primary" }, "Send");
+  const stop = h("button", { type: "button", class: "danger", hidden: true }, "Stop");
+  const formError = h("p", { class: "error", role: "alert", hidden: true });
+  const attachments = attachmentsBar(() => state.session?.id);
+  const composer = h(
+    "form",
+    { class: "composer", "aria-label": "Send a message" },
+    attachments.list,
+    attachments.error,
+    textarea,
+    h("div", { class: "composer-actions" }, attachments.picker, h("span", { class: "grow" }), stop, send),
+    formError,
+  );
+  const conversation = h(
+    "section",
+    { class: "conversation", "aria-labelledby": "conv-title" },
+    h("header", { class: "conv-head" }, toggle, title, h("div", { class: "conv-actions" }, rename, remove)),
+    turns,
+    composer,
+  );
+  attachments.dropZone(conversation);
+  mount(main, h("div", { class: "chat" }, sidebar, conversation, createPanel()));
+
+  function showFormError(message) {
+    formError.hidden = !message;
+    formError.textContent = message || "";
+  }
+
+  // --- sidebar ---------------------------------------------------------------------------
+  let cursor = null;
+  async function loadSessions(reset) {
+    if (reset) {
+      cursor = null;
+      mount(sessionList);
+    }
+    const query = new URLSearchParams({ limit: String(PAGE) });
+    if (cursor) query.set("cursor", cursor);
+    const page = await api(`/sessions?${query}`);
+    for (const item of page.items) {
+      const link = h("a", { href: `#/c/${item.id}`, "aria-current": item.id === sessionId ? "page" : null }, h("span", { class: "t" }, item.title), h("span", { class: "d" }, formatDate(item.updated_at)));
+      sessionList.append(h("li", {}, link));
+    }
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+  }
+  more.addEventListener("click", () => loadSessions(false).catch((e) => showFormError(humanError(e))));
+  newChat.addEventListener("click", async () => {
+    try {
+      const created = await api("/sessions", { method: "POST", body: {} });
+      location.hash = `#/c/${created.id}`;
+    } catch (e) {
+      showFormError(humanError(e));
+    }
+  });
+  const showList = (open) => {
+    sidebar.classList.toggle("open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    (open ? newChat : toggle).focus();
+  };
+  toggle.addEventListener("click", () => showList(!sidebar.classList.contains("open")));
+  closeList.addEventListener("click", () => showList(false));
+
+  // --- header: rename and delete -------------------------------------------------------------
+  rename.addEventListener("click", () => {
+    const input = h("input", { type: "text", value: state.session.title, "aria-label": "Conversation title", maxlength: "200" });
+    const save = async () => {
+      const value = input.value.trim();
+      if (value && value !== state.session.title) {
+        try {
+          state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: value } });
+          await loadSessions(true);
+        } catch (e) {
+          showFormError(humanError(e));
+        }
+      }
+      input.replaceWith(title);
+      title.textContent = state.session.title;
+      rename.focus();
+    };
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") save();
+      if (event.key === "Escape") {
+        event.stopPropagation();
+        input.value = state.session.title;
+        save();
+      }
+    });
+    input.addEventListener("blur", save, { once: true });
+    title.replaceWith(input);
+    input.focus();
+    input.select();
+  });
+  remove.addEventListener("click", async () => {
+    if (remove.dataset.confirm !== "1") {
+      remove.dataset.confirm = "1";
+      remove.textContent = "Really delete?";
+      setTimeout(() => {
+        remove.dataset.confirm = "";
+        remove.textContent = "Delete";
+      }, 4000);
+      return;
+    }
+    try {
+      await api(`/sessions/${sessionId}`, { method: "DELETE" });
+      announce("Conversation deleted.");
+      location.hash = "#/";
+    } catch (e) {
+      showFormError(humanError(e));
+    }
+  });
+
+  // --- the conversation -------------------------------------------------------------------
+  function addTurn(turn) {
+    const view = turnView(turn);
+    turns.append(view.el);
+    view.el.scrollIntoView({ block: "end" });
+    return view;
+  }
+
+  function setStreaming(streaming) {
+    state.streaming = streaming;
+    stop.hidden = !streaming;
+    send.disabled = Boolean(streaming);
+  }
+
+  async function run(view, body, turnId) {
+    const streaming = { view, turnId, stopRequested: false };
+    setStreaming(streaming);
+    let text = "";
+    try {
+      const terminal = await streamTurn({
+        body,
+        key: newKey(),
+        turnId,
+        onTurnId(id) {
+          streaming.turnId = id;
+          view.setId(id);
+          if (streaming.stopRequested) stopTurn(id).catch(() => null);
+        },
+        onReconnect() {
+          view.note("Connection lost — resuming…");
+          streaming.resuming = true;
+        },
+        onEvent(event) {
+          if (streaming.resuming) {
+            streaming.resuming = false;
+            view.note("Answering…");
+          }
+          if (event.name === "token") {
+            text += event.data.text;
+            view.setText(text);
+          } else if (event.name === "meta") {
+            view.turn.query_composition = event.data.query_composition;
+            if (view.turn.status === "pending") view.note("Answering…");
+          } else if (event.name === "sources") {
+            view.setSources(event.data.sources || []);
+          } else if (event.name === "done") {
+            view.el.streamedText = text; // what the tokens said, before done replaces it (bench/web.py)
+            view.finish(event.data);
+          } else if (event.name === "error") {
+            view.fail(humanError(new ApiError(event.data.status || 0, event.data.code, event.data.message)));
+          }
+        },
+      });
+      if (terminal.name === "done") announce(`Answer: ${terminal.data.answer}`);
+      else announce("The answer failed.");
+    } catch (e) {
+      view.fail(humanError(e));
+      announce(humanError(e));
+    } finally {
+      setStreaming(null);
+    }
+  }
+
+  async function submit(event) {
+    event?.preventDefault();
+    const message = textarea.value.trim();
+    if (!message || state.streaming) return;
+    showFormError("");
+    textarea.value = "";
+    const view = addTurn({ id: null, user_query: message, answer: "", status: "pending" });
+    if (state.session.title === DEFAULT_TITLE) {
+      const short = message.length > 60 ? `${message.slice(0, 57)}…` : message;
+      api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: short } })
+        .then((updated) => {
+          state.session = updated;
+          title.textContent = updated.title;
+          return loadSessions(true);
+        })
+        .catch(() => null);
+    }
+    await run(view, { session_id: sessionId, message });
+    textarea.focus();
+  }
+  composer.addEventListener("submit", submit);
+  textarea.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
+  });
+  stop.addEventListener("click", () => active?.stop());
+
+  active = {
+    closeList() {
+      if (!sidebar.classList.contains("open")) return false;
+      showList(false);
+      return true;
+    },
+    stop() {
+      const streaming = state.streaming;
+      if (!streaming || streaming.stopRequested) return false;
+      streaming.stopRequested = true;
+      streaming.view.note("Stopping…");
+      if (streaming.turnId) stopTurn(streaming.turnId).catch((e) => showFormError(humanError(e)));
+      return true;
+    },
+  };
+
+  try {
+    state.session = await api(`/sessions/${sessionId}`);
+  } catch (e) {
+    mount(conversation, errorBox(e instanceof ApiError && e.status === 404 ? "This conversation does not exist (or is not yours)." : humanError(e)));
+    loadSessions(true).catch(() => null);
+    return;
+  }
+  title.textContent = state.session.title;
+  document.title = `${state.session.title} — Threadline`;
+  await Promise.all([loadSessions(true), attachments.load(), loadTurns()]);
+  textarea.focus();
+
+  async function loadTurns() {
+    const page = await api(`/sessions/${sessionId}/turns?limit=50`);
+    const ordered = [...page.items].reverse();
+    if (page.next_cursor) turns.append(h("p", { class: "muted" }, "Older turns are not shown."));
+    for (const turn of ordered) addTurn(turn);
+    const last = ordered[ordered.length - 1];
+    if (last && last.status === "pending") {
+      // Still running (or its process died): follow it to its end from the first event.
+      const view = turns.lastElementChild && addTurnView(last);
+      run(view, null, last.id);
+    }
+  }
+
+  function addTurnView(turn) {
+    turns.lastElementChild.remove();
+    turn.answer = "";
+    return addTurn(turn);
+  }
+}

@@ -1,0 +1,53 @@
+// A tiny element builder: h("button", {class: "x", onclick}, "text"). Text is always
+// inserted as text nodes; HTML is only ever set from markdown.js's escaped output.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2).toLowerCase(), value);
+    } else if (key === "class") {
+      el.className = value;
+    } else if (key === "value" || key === "checked" || key === "disabled" || key === "hidden") {
+      el[key] = value;
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+export function mount(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+export function announce(text) {
+  const region = document.getElementById("announcer");
+  if (!region) return;
+  region.textContent = "";
+  // A new text node after a tick, so screen readers announce a repeated message too.
+  setTimeout(() => {
+    region.textContent = text;
+  }, 50);
+}
+
+export function formatDate(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function errorBox(message) {
+  return h("p", { class: "error", role: "alert" }, message);
+}

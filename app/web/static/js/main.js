@@ -1,0 +1,119 @@
+// The web app's entry: sign-in, the page shell and the routes (after `#`, so the server
+// serves one page and no token or id ever needs a server route of its own).
+
+import { currentUser, humanError, login, logout, onAuthChange, restore, takeNotice } from "./api.js";
+import { chatPage, latestSession } from "./chat.js";
+import { errorBox, h, mount } from "./dom.js";
+import { mePage } from "./me.js";
+
+const ADMIN_PAGES = {
+  kb: ["Knowledge base", () => import("./admin/kb.js")],
+  users: ["Users & API keys", () => import("./admin/users.js")],
+  faqs: ["FAQs", () => import("./admin/faqs.js")],
+  guardrails: ["Guardrails", () => import("./admin/policy.js")],
+  retention: ["Retention", () => import("./admin/policy.js")],
+  audit: ["Audit", () => import("./admin/audit.js")],
+  log: ["Audit log", () => import("./admin/audit.js")],
+};
+
+const app = document.getElementById("app");
+
+function loginPage() {
+  document.title = "Sign in — Threadline";
+  const email = h("input", { id: "email", type: "email", autocomplete: "username", required: true });
+  const password = h("input", { id: "password", type: "password", autocomplete: "current-password", required: true });
+  const tenant = h("input", { id: "tenant", type: "text", autocomplete: "organization" });
+  const notice = takeNotice();
+  const error = h("p", { class: notice ? "notice" : "error", role: "alert", hidden: !notice }, notice);
+  const button = h("button", { type: "submit", class: "primary" }, "Sign in");
+  const form = h(
+    "form",
+    { class: "login card", "aria-labelledby": "login-title" },
+    h("h1", { id: "login-title" }, "Sign in to Threadline"),
+    h("label", { for: "email" }, "E-mail"),
+    email,
+    h("label", { for: "password" }, "Password"),
+    password,
+    h("details", {}, h("summary", {}, "Organisation (only if asked)"), h("label", { for: "tenant" }, "Organisation name"), tenant),
+    button,
+    error,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    error.hidden = true;
+    try {
+      await login(email.value, password.value, tenant.value.trim() || null);
+      route();
+    } catch (e) {
+      error.textContent = humanError(e);
+      error.className = "error";
+      error.hidden = false;
+    } finally {
+      button.disabled = false;
+    }
+  });
+  mount(app, h("main", { id: "main", class: "login-page" }, form));
+  email.focus();
+}
+
+function shell(user, current) {
+  const link = (href, label, key) => h("a", { href, "aria-current": current === key ? "page" : null }, label);
+  const nav = h("nav", { class: "top-nav", "aria-label": "Main" }, link("#/", "Chat", "chat"), link("#/me", "My data", "me"));
+  if (user.role === "admin") {
+    for (const [key, [label]] of Object.entries(ADMIN_PAGES)) nav.append(link(`#/admin/${key}`, label, `admin/${key}`));
+  }
+  const out = h("button", { type: "button", class: "secondary" }, "Log out");
+  out.addEventListener("click", async () => {
+    await logout();
+    location.hash = "#/";
+  });
+  const main = h("main", { id: "main", tabindex: "-1" });
+  mount(
+    app,
+    h("header", { class: "top" }, h("a", { class: "brand", href: "#/" }, "Threadline"), nav, h("span", { class: "who" }, user.email), out),
+    main,
+  );
+  nav.querySelector("[aria-current=page]")?.scrollIntoView({ block: "nearest", inline: "center" });
+  return main;
+}
+
+async function route() {
+  const user = currentUser();
+  if (!user) return loginPage();
+  const path = location.hash.replace(/^#/, "") || "/";
+  const parts = path.split("/").filter(Boolean);
+  try {
+    if (parts[0] === "c" && parts[1]) {
+      await chatPage(shell(user, "chat"), parts[1]);
+    } else if (parts[0] === "me") {
+      await mePage(shell(user, "me"));
+    } else if (parts[0] === "admin") {
+      const key = parts[1] || "kb";
+      const main = shell(user, `admin/${key}`);
+      if (user.role !== "admin") {
+        document.title = "Refused — Threadline";
+        mount(main, h("section", { class: "card refused" }, h("h1", {}, "Refused"), errorBox("This page is for administrators only.")));
+        return;
+      }
+      const page = ADMIN_PAGES[key];
+      if (!page) throw new Error("no such page");
+      document.title = `${page[0]} — Threadline`;
+      const module = await page[1]();
+      await module.render(main, key, parts.slice(2));
+    } else {
+      const id = await latestSession();
+      location.replace(`#/c/${id}`);
+    }
+  } catch (e) {
+    const main = app.querySelector("main") || shell(user, "");
+    mount(main, errorBox(humanError(e)));
+  }
+}
+
+onAuthChange((user) => {
+  if (!user) loginPage();
+});
+window.addEventListener("hashchange", route);
+
+restore().then(route);

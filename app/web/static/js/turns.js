@@ -1,0 +1,103 @@
+// One turn of the conversation on screen: the question, the answer as safe Markdown with
+// numbered citations, its status, and the buttons for its sources and how it was built.
+
+import { h } from "./dom.js";
+import { setMarkdown } from "./markdown.js";
+import { openBuild, openSources } from "./panels.js";
+
+const STATUS = {
+  incomplete: "Incomplete answer (stopped or cut off)",
+  failed: "This answer failed",
+  pending: "Answering…",
+};
+
+export function turnView(turn) {
+  const answer = h("div", { class: "answer markdown" });
+  const status = h("p", { class: "status", hidden: true });
+  const sourcesButton = h("button", { type: "button", class: "link", hidden: true }, "Sources");
+  const buildButton = h("button", { type: "button", class: "link", hidden: true }, "How this answer was built");
+  const el = h(
+    "article",
+    { class: "turn", "data-turn-id": turn.id || "" },
+    h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), turn.user_query),
+    h("div", { class: "reply" }, answer, status, h("div", { class: "turn-actions" }, sourcesButton, buildButton)),
+  );
+  let pending = null;
+
+  answer.addEventListener("click", (event) => {
+    const cite = event.target.closest(".cite");
+    if (cite) openSources(turn, Number(cite.dataset.cite), cite);
+  });
+  sourcesButton.addEventListener("click", () => openSources(turn, 0, sourcesButton));
+  buildButton.addEventListener("click", () => openBuild(turn, buildButton));
+
+  const render = () => {
+    pending = null;
+    setMarkdown(answer, turn.answer, { citations: true });
+  };
+
+  function setStatus() {
+    const text = STATUS[turn.status];
+    status.hidden = !text;
+    status.textContent = text || "";
+    status.className = `status ${turn.status}`;
+    el.dataset.status = turn.status;
+  }
+
+  function setActions() {
+    const count = (turn.sources || []).length || ((turn.context_metadata || {}).sources || []).length;
+    sourcesButton.hidden = !count;
+    sourcesButton.textContent = `Sources (${count})`;
+    buildButton.hidden = !turn.context_metadata || !Object.keys(turn.context_metadata).length;
+  }
+
+  render();
+  setStatus();
+  setActions();
+
+  return {
+    el,
+    turn,
+    /** Streamed text so far; rendered at most once per frame. */
+    setText(text) {
+      turn.answer = text;
+      if (!pending) pending = requestAnimationFrame(render);
+    },
+    setId(id) {
+      turn.id = id;
+      el.dataset.turnId = id;
+    },
+    note(text) {
+      status.hidden = false;
+      status.textContent = text;
+    },
+    /** The `done` event: its `answer` replaces the streamed text. */
+    finish(done) {
+      if (pending) cancelAnimationFrame(pending);
+      Object.assign(turn, {
+        answer: done.answer ?? turn.answer,
+        status: done.status,
+        context_metadata: done.context_metadata || {},
+        triage: done.triage,
+        validation: done.validation,
+        query_composition: done.query_composition || turn.query_composition,
+      });
+      render();
+      setStatus();
+      if (done.stopped) status.textContent = "Stopped — the answer is incomplete";
+      setActions();
+    },
+    fail(message) {
+      if (pending) cancelAnimationFrame(pending);
+      render();
+      turn.status = "failed";
+      setStatus();
+      status.textContent = message;
+      status.setAttribute("role", "alert");
+    },
+    setSources(sources) {
+      turn.sources = sources;
+      setActions();
+    },
+  };
+}

@@ -1,0 +1,158 @@
+"""The web app in Debian's chromium: first load of the chat page and a long streamed answer.
+
+    python -m bench.web [--tokens 2000] [--rate 100]
+
+One `threadline serve`-like uvicorn process on a fresh embedded PostgreSQL, the fake model of
+bench/fake_openai.py on loopback. Prints:
+
+- first load of the chat page for a signed-in user (a fresh browser context holding only the
+  refresh cookie, so nothing is cached): bytes transferred, raw and gzip'd (target gzip'd
+  <= 150 KB), and time to interactive, from navigation start to the message box ready
+  (target <= 1 s);
+- one answer of `--tokens` tokens at `--rate` tokens/s streamed into the page: tokens dropped
+  or out of order in what the stream showed before `done` (target 0), and the main thread's
+  longest task, from the browser's long-task observer, which reports tasks over 50 ms
+  (target <= 50 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+from playwright.async_api import Browser, async_playwright
+
+from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _prepare, _redis_url
+from bench.common import ROOT, bench_database, free_port, uvicorn_server
+from bench.fake_openai import answer_words
+
+LONG_TASKS = """
+window.__longTasks = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+}).observe({ type: "longtask", buffered: true });
+"""
+
+
+async def _sign_in(browser: Browser, base: str) -> Any:
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(base + "/")
+    await page.fill("#email", "bench@example.com")
+    await page.fill("#password", PASSWORD)
+    await page.click("form.login button[type=submit]")
+    await page.wait_for_selector("#message", timeout=60_000)
+    state = await context.storage_state()
+    await context.close()
+    return state
+
+
+async def _first_load(browser: Browser, base: str, state: Any) -> Any:
+    """Measure the load; the storage state after it (the refresh cookie rotates on use)."""
+    context = await browser.new_context(storage_state=state)
+    page = await context.new_page()
+    bodies: list[bytes] = []
+
+    async def keep(response: Any) -> None:
+        try:
+            bodies.append(await response.body())
+        except Exception:  # a redirect or an aborted response has no body
+            return
+
+    page.on("response", keep)
+    await page.goto(base + "/")
+    await page.wait_for_selector("#message:not([disabled])")
+    interactive = await page.evaluate("performance.now()")
+    await page.wait_for_load_state("networkidle")
+    raw = sum(len(b) for b in bodies)
+    packed = sum(len(gzip.compress(b)) for b in bodies)
+    print(f"first load: {len(bodies)} responses, {raw / 1024:.1f} KB raw, "
+          f"{packed / 1024:.1f} KB gzip'd (target <= 150 KB)")  # fmt: skip
+    print(f"time to interactive: {interactive:.0f} ms (target <= 1000 ms)")
+    state = await context.storage_state()
+    await context.close()
+    return state
+
+
+async def _long_answer(browser: Browser, base: str, state: Any, tokens: int) -> None:
+    context = await browser.new_context(storage_state=state)
+    await context.add_init_script(LONG_TASKS)
+    page = await context.new_page()
+    await page.goto(base + "/")
+    await page.wait_for_selector("#message")
+    await page.fill("#message", "Tell me everything.")
+    started = time.monotonic()
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector(".turn:last-of-type[data-status=complete]", timeout=600_000)
+    elapsed = time.monotonic() - started
+    streamed = await page.evaluate("document.querySelector('.turn:last-of-type').streamedText")
+    longest = await page.evaluate("Math.max(0, ...window.__longTasks)")
+    expected = [w.strip() for w in answer_words(tokens)]
+    got = str(streamed).split()
+    dropped = len(set(expected) - set(got))
+    in_order = [w for w in got if w in set(expected)]
+    reordered = sum(1 for a, b in zip(in_order, expected, strict=False) if a != b)
+    print(f"{tokens}-token answer in {elapsed:.1f} s: {dropped} dropped, {reordered} out of "
+          f"order (target 0); {len(got)} words shown")  # fmt: skip
+    print(f"longest main-thread task: "
+          f"{'under 50 ms (none reported)' if not longest else f'{longest:.0f} ms'} "
+          f"(target <= 50 ms)")  # fmt: skip
+    await context.close()
+
+
+async def _run(base: str, tokens: int) -> None:
+    executable = os.environ.get("THREADLINE_TEST_CHROMIUM") or shutil.which("chromium")
+    if not executable:
+        sys.exit("chromium is missing: apt-get install chromium")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable)
+        state = await _sign_in(browser, base)
+        state = await _first_load(browser, base, state)
+        await _long_answer(browser, base, state, tokens)
+        await browser.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=100.0, help="tokens per second")
+    args = parser.parse_args()
+    model_port = free_port()
+    model = subprocess.Popen(
+        [sys.executable, "-m", "bench.fake_openai", "--port", str(model_port),
+         "--tokens", str(args.tokens), "--interval", str(1 / args.rate)],
+        cwd=ROOT,
+    )  # fmt: skip
+    redis_url = _redis_url()
+    try:
+        with bench_database() as owner_url:
+            asyncio.run(_prepare(owner_url))
+            env = {
+                "DATABASE_URL": owner_url,
+                "THREADLINE_JWT_SECRET": JWT_SECRET,
+                "THREADLINE_LOG_LEVEL": "WARNING",
+                "THREADLINE_LLM": "openai-compatible",
+                "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
+                "OPENAI_API_KEY": "fake",
+                "THREADLINE_AGENT_TOOLS": "false",
+                "THREADLINE_LLM_MAX_TOKENS": str(args.tokens + 100),
+                "THREADLINE_LLM_TIMEOUT_SECONDS": "600",
+                **UNLIMITED,
+                **({"REDIS_URL": redis_url} if redis_url else {}),
+            }
+            with uvicorn_server(env, app="app.main:app_factory") as base:
+                asyncio.run(_run(base, args.tokens))
+    finally:
+        model.terminate()
+        model.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
