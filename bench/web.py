@@ -73,8 +73,10 @@ async def _first_load(browser: Browser, base: str, state: Any) -> Any:
     await page.wait_for_load_state("networkidle")
     raw = sum(len(b) for b in bodies)
     packed = sum(len(gzip.compress(b)) for b in bodies)
-    print(f"first load: {len(bodies)} responses, {raw / 1024:.1f} KB raw, "
-          f"{packed / 1024:.1f} KB gzip'd (target <= 150 KB)")  # fmt: skip
+    print(
+        f"first load: {len(bodies)} responses, {raw / 1024:.1f} KB raw, "
+        f"{packed / 1024:.1f} KB gzip'd (target <= 150 KB)"
+    )
     print(f"time to interactive: {interactive:.0f} ms (target <= 1000 ms)")
     state = await context.storage_state()
     await context.close()
@@ -99,11 +101,15 @@ async def _long_answer(browser: Browser, base: str, state: Any, tokens: int) -> 
     dropped = len(set(expected) - set(got))
     in_order = [w for w in got if w in set(expected)]
     reordered = sum(1 for a, b in zip(in_order, expected, strict=False) if a != b)
-    print(f"{tokens}-token answer in {elapsed:.1f} s: {dropped} dropped, {reordered} out of "
-          f"order (target 0); {len(got)} words shown")  # fmt: skip
-    print(f"longest main-thread task: "
-          f"{'under 50 ms (none reported)' if not longest else f'{longest:.0f} ms'} "
-          f"(target <= 50 ms)")  # fmt: skip
+    print(
+        f"{tokens}-token answer in {elapsed:.1f} s: {dropped} dropped, {reordered} out of "
+        f"order (target 0); {len(got)} words shown"
+    )
+    print(
+        f"longest main-thread task: "
+        f"{'under 50 ms (none reported)' if not longest else f'{longest:.0f} ms'} "
+        f"(target <= 50 ms)"
+    )
     await context.close()
 
 
@@ -126,10 +132,19 @@ def main() -> None:
     args = parser.parse_args()
     model_port = free_port()
     model = subprocess.Popen(
-        [sys.executable, "-m", "bench.fake_openai", "--port", str(model_port),
-         "--tokens", str(args.tokens), "--interval", str(1 / args.rate)],
+        [
+            sys.executable,
+            "-m",
+            "bench.fake_openai",
+            "--port",
+            str(model_port),
+            "--tokens",
+            str(args.tokens),
+            "--interval",
+            str(1 / args.rate),
+        ],
         cwd=ROOT,
-    )  # fmt: skip
+    )
     redis_url = _redis_url()
     try:
         with bench_database() as owner_url:

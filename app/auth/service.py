@@ -164,6 +164,17 @@ async def logout(db: AsyncSession, principal: Principal) -> None:
         await RefreshFamilyRepository(db, principal.tenant_id).revoke(principal.token_family)
 
 
+async def logout_refresh_token(db: AsyncSession, settings: Settings, refresh_token: str) -> None:
+    """Revoke the token family of a refresh token (a browser's logout); an invalid or expired
+    token has nothing left to sign out."""
+    try:
+        claims = tokens.decode(settings, refresh_token, "refresh")
+    except Unauthorized:
+        return
+    await scope_to_tenant(db, claims.tenant_id)
+    await RefreshFamilyRepository(db, claims.tenant_id).revoke(claims.family)
+
+
 def check_new_password(settings: Settings, password: str) -> None:
     """Refuse (422) a password too short once its surrounding whitespace is discounted: eight
     spaces, or a short word padded with them, is no password. Stored as given."""

@@ -13,14 +13,11 @@ from typing import Annotated
 from fastapi import APIRouter, Cookie, Depends, Request, Response, status
 from pydantic import BaseModel
 
-from app.auth import service, tokens
-from app.auth.repository import RefreshFamilyRepository
+from app.auth import service
 from app.auth.schemas import LoginRequest
-from app.auth.throttle import LoginThrottle
 from app.config import Settings
-from app.core.db import scope_to_tenant
-from app.core.deps import DbSession, RedisDep, SettingsDep
-from app.core.errors import RefreshTokenReused, Unauthorized
+from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
+from app.core.errors import Unauthorized
 from app.web.security import check_same_origin
 
 COOKIE_NAME = "tl_refresh"
@@ -35,6 +32,8 @@ router = APIRouter(
 
 
 class BrowserToken(BaseModel):
+    """What a browser login or refresh gives the page: the access token, kept in memory."""
+
     access_token: str
     token_type: str = "bearer"  # noqa: S105 - the scheme's name, not a secret
     expires_in: int
@@ -78,32 +77,24 @@ async def login(
     redis: RedisDep,
 ) -> BrowserToken:
     """Log in from the browser: the access token in the body, the refresh token as a cookie."""
-    throttle = LoginThrottle(
-        redis,
-        max_failures=settings.login_max_failures,
-        window_seconds=settings.login_failure_window_seconds,
-    )
     client = request.client.host if request.client else None
-    await throttle.reserve(body.email, client)
-    user = await service.authenticate_password(db, body.email, body.password, body.tenant)
-    await throttle.succeeded(body.email, client)
-    pair = await service.start_session(db, settings, user)
+    attempt = service.LoginAttempt(body.email, body.password, body.tenant, client)
+    pair = await service.login(db, settings, redis, attempt)
     _set_cookie(response, settings, pair.refresh_token)
     return BrowserToken(access_token=pair.access_token, expires_in=pair.expires_in)
 
 
 @router.post("/refresh", response_model=BrowserToken)
 async def refresh(
-    response: Response, db: DbSession, settings: SettingsDep, cookie: RefreshCookie = None
+    response: Response,
+    sessionmaker: SessionmakerDep,
+    settings: SettingsDep,
+    cookie: RefreshCookie = None,
 ) -> BrowserToken:
     """A new access token for the refresh cookie, which is rotated (each works once)."""
     if not cookie:
         raise Unauthorized("Not signed in.", code="not_signed_in")
-    try:
-        pair = await service.refresh(db, settings, cookie)
-    except RefreshTokenReused:
-        await db.commit()  # the revocation must outlive this failed request
-        raise
+    pair = await service.refresh(sessionmaker, settings, cookie)
     _set_cookie(response, settings, pair.refresh_token)
     return BrowserToken(access_token=pair.access_token, expires_in=pair.expires_in)
 
@@ -114,11 +105,5 @@ async def logout(
 ) -> None:
     """Sign this browser's login out (its whole token family) and drop the cookie."""
     _clear_cookie(response, settings)
-    if not cookie:
-        return
-    try:
-        claims = tokens.decode(settings, cookie, "refresh")
-    except Unauthorized:
-        return
-    await scope_to_tenant(db, claims.tenant_id)
-    await RefreshFamilyRepository(db, claims.tenant_id).revoke(claims.family)
+    if cookie:
+        await service.logout_refresh_token(db, settings, cookie)
