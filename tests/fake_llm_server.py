@@ -2,18 +2,19 @@
 process (`THREADLINE_LLM=openai-compatible`): the model is faked at the provider boundary,
 over HTTP, as `tests/fakes.py` fakes it in-process.
 
-`POST /v1/chat/completions` answers `words` words ("w0 w1 …"), streamed one chunk per word
-every `token_delay` seconds (with `stream: true`), or whole at once.
+`POST /v1/chat/completions` answers with the pieces an `Answer` chooses for the prompt,
+streamed one chunk per piece after its delay (with `stream: true`), or whole at once.
+`fake_llm_server` answers `words` words ("w0 w1 …"); the browser tests serve their own
+answers through `serve_model` (tests/web/fake_model.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,8 +24,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.server_process import free_port
+
+Answer = Callable[[str], tuple[list[str], float]]
+"""From the prompt's last message: the answer's pieces and the delay before each."""
+
 
 def answer_words(count: int) -> list[str]:
+    """The answer `fake_llm_server` gives: `count` words, "w0 w1 …"."""
     return [f"w{i} " for i in range(count)]
 
 
@@ -44,32 +51,34 @@ def _chunk(content: str | None, finish: str | None = None, usage: Any = None) ->
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
-def build_app(words: int, token_delay: float) -> Starlette:
+def build_app(answer: Answer) -> Starlette:
+    """The fake model's application, answering each prompt as `answer` says."""
+
     async def completions(request: Request) -> Response:
         body = await request.json()
-        pieces = answer_words(words)
-        usage = {"prompt_tokens": 10, "completion_tokens": words, "total_tokens": 10 + words}
-        if not body.get("stream"):
+        pieces, delay = answer(str(body["messages"][-1]["content"]))
+        usage = {
+            "prompt_tokens": 10,
+            "completion_tokens": len(pieces),
+            "total_tokens": 10 + len(pieces),
+        }
+        if not body.get("stream"):  # summaries and rewrites ask for the whole text at once
+            message = {"role": "assistant", "content": "".join(pieces)}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
             return JSONResponse(
                 {
                     "id": "fake",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": "fake",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": "".join(pieces)},
-                            "finish_reason": "stop",
-                        }
-                    ],
+                    "choices": [choice],
                     "usage": usage,
                 }
             )
 
         async def stream() -> AsyncIterator[bytes]:
             for piece in pieces:
-                await asyncio.sleep(token_delay)
+                await asyncio.sleep(delay)
                 yield _chunk(piece)
             yield _chunk(None, "stop")
             yield _chunk(None, usage=usage)
@@ -80,22 +89,12 @@ def build_app(words: int, token_delay: float) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
-def fake_llm_server(words: int = 200, token_delay: float = 0.05) -> Iterator[str]:
-    """Serve the fake model in a thread; yields its base URL (…/v1)."""
-    port = _free_port()
+def serve_model(answer: Answer) -> Iterator[str]:
+    """Serve a fake model answering as `answer` says, in a thread; yields its base URL (…/v1)."""
+    port = free_port()
     config = uvicorn.Config(
-        build_app(words, token_delay),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
+        build_app(answer), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -109,3 +108,10 @@ def fake_llm_server(words: int = 200, token_delay: float = 0.05) -> Iterator[str
     finally:
         server.should_exit = server.force_exit = True  # streams still open are cut
         thread.join(timeout=5)
+
+
+@contextmanager
+def fake_llm_server(words: int = 200, token_delay: float = 0.05) -> Iterator[str]:
+    """Serve a model answering `words` words, one every `token_delay` s; yields its base URL."""
+    with serve_model(lambda _prompt: (answer_words(words), token_delay)) as url:
+        yield url

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from app.cli.demo import DEMO_EMAIL, DEMO_PASSWORD
+from tests.server_process import free_port
 
 
 @pytest.fixture
@@ -49,12 +49,6 @@ def threadline(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _server_running(data_dir: Path) -> bool:
@@ -118,7 +112,7 @@ def test_separate_commands_share_one_embedded_database(data_dir: Path) -> None:
 def test_serve_shares_the_database_survives_a_second_serve_and_stops_cleanly(
     data_dir: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],

@@ -35,9 +35,11 @@ KB_DOCUMENTS = [
         "covers annual plans and monthly plans alike.",
     },
     {
-        "title": 'Hostile <img src=x onerror="window.__xss=4"> note',
-        "text": "Hostile document: <script>window.__xss = 5</script> and "
-        '<img src=x onerror="window.__xss=6"> and [bad link](javascript:window.__xss=7).',
+        # Each payload, if it ever ran, would both set `window.__xss` and open a dialog.
+        "title": 'Hostile <img src=x onerror="window.__xss=4;alert(4)"> note',
+        "text": "Hostile document: <script>window.__xss = 5; alert(5)</script> and "
+        '<img src=x onerror="window.__xss=6;alert(6)"> and '
+        "[bad link](javascript:window.__xss=7;alert(7)).",
     },
 ]
 

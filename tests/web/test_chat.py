@@ -163,7 +163,7 @@ async def test_hostile_markdown_in_answers_and_documents_renders_inert(
     await page.locator(f"{LAST} .turn-actions button").first.click()
     panel = page.locator("#panel")
     await expect(panel).to_contain_text("Hostile document")
-    await expect(panel).to_contain_text("<script>window.__xss = 5</script>")
+    await expect(panel).to_contain_text("<script>window.__xss = 5; alert(5)</script>")
     await screenshot(page, "chat-hostile")
     assert await page.evaluate("window.__xss") is None, "no injected script ran"
     assert await page.locator(".turns img, #panel img, .turns script, #panel script").count() == 0
