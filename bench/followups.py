@@ -31,6 +31,7 @@ import httpx
 
 from bench.chat_overhead import UNLIMITED
 from bench.common import ROOT, bench_database, percentile, uvicorn_server
+from bench.product_store import add_and_ingest, open_product_store
 
 DATA = ROOT / "bench" / "data" / "followups"
 JWT_SECRET = "bench-secret-" + "f" * 40
@@ -82,44 +83,28 @@ class Scored:
 async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
     """Tenant, admin and the corpus ingested; the map of document UUIDs to dev-set ids."""
     from app.auth.service import create_user
-    from app.config import Settings
-    from app.core import migrate
-    from app.core.database_urls import resolve_database_urls
-    from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
-    from app.embeddings.factory import build_embedder
-    from app.ingestion.pipeline import IngestionDeps, ingest
-    from app.ingestion.uploads import from_bytes
-    from app.knowledge.service import add_document
+    from app.core.db import scope_to_tenant
     from app.tenants.service import create_tenant
 
-    settings = Settings(database_url=owner_url, embedder=embedder_name)
-    urls = resolve_database_urls(settings)
-    await migrate.upgrade(settings, urls.owner)
-    engine = create_engine(urls.app)
-    sessions = create_sessionmaker(engine)
-    embedder = build_embedder(settings)
-    async with sessions() as db, db.begin():
+    store = await open_product_store(owner_url, embedder_name)
+    async with store.sessions() as db, db.begin():
         tenant = await create_tenant(db, f"followups-{uuid.uuid4().hex[:6]}")
         await scope_to_tenant(db, tenant.id)
-        await create_user(db, settings, tenant.id, email=EMAIL, password=PASSWORD, role="admin")
-    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
+        await create_user(
+            db, store.settings, tenant.id, email=EMAIL, password=PASSWORD, role="admin"
+        )
     ids: dict[str, str] = {}
     for doc in load_jsonl(DATA / "documents.jsonl"):
-        async with sessions() as db, db.begin():
-            await scope_to_tenant(db, tenant.id)
-            document, _ = await add_document(
-                db,
-                tenant.id,
-                from_bytes(doc["text"].encode(), None),
-                title=doc["title"],
-                external_id=doc["id"],
-                metadata={"domain": doc["domain"]},
-                created_by=None,
-                enqueue=False,
-            )
-        await ingest(deps, "kb", tenant.id, document.id)
-        ids[str(document.id)] = doc["id"]
-    await engine.dispose()
+        document_id, _ = await add_and_ingest(
+            store,
+            tenant.id,
+            doc["text"],
+            title=doc["title"],
+            external_id=doc["id"],
+            metadata={"domain": doc["domain"]},
+        )
+        ids[str(document_id)] = doc["id"]
+    await store.engine.dispose()
     return ids
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from app.cli.ingest import INGEST_CONCURRENCY, INGEST_CONNECTIONS  # as `threadline ingest`
 from bench.common import ROOT, bench_database
+from bench.product_store import add_and_ingest, open_product_store
 
 CORPUS = ROOT.parent / "shared" / "data" / "scifact-dev" / "corpus.jsonl"
 
@@ -38,26 +39,15 @@ def load_texts(limit: int) -> list[tuple[str, str]]:
 
 
 async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -> None:
-    from app.config import Settings
-    from app.core import migrate
-    from app.core.database_urls import resolve_database_urls
-    from app.core.db import TENANT, create_engine, create_sessionmaker
-    from app.embeddings.factory import build_embedder
     from app.ingestion.chunking import chunk_text
-    from app.ingestion.pipeline import IngestionDeps, ingest
-    from app.ingestion.uploads import from_bytes
-    from app.knowledge.service import add_document
     from app.tenants.service import create_tenant
 
-    settings = Settings(database_url=owner_url, embedder=embedder_name)
-    urls = resolve_database_urls(settings)
-    await migrate.upgrade(settings, urls.owner)
-    engine = create_engine(urls.app, pool_size=INGEST_CONNECTIONS, max_overflow=0)
-    sessions = create_sessionmaker(engine)
-    embedder = build_embedder(settings)
+    store = await open_product_store(
+        owner_url, embedder_name, pool_size=INGEST_CONNECTIONS, max_overflow=0
+    )
+    sessions, embedder, deps = store.sessions, store.embedder, store.deps
     texts = load_texts(docs)
 
-    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
     # The same chunks the product makes (sized to what the embedder reads whole).
     chunks = [
         c.text
@@ -80,19 +70,10 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
 
         async def one(external_id: str, text: str) -> None:
             async with limiter:
-                async with sessions() as db, db.begin():
-                    db.info[TENANT] = tenant.id  # applied as the transaction starts
-                    document, _ = await add_document(
-                        db,
-                        tenant.id,
-                        from_bytes(text.encode(), None),
-                        title=external_id,
-                        external_id=external_id,
-                        metadata={},
-                        created_by=None,
-                        enqueue=False,
-                    )
-                assert await ingest(deps, "kb", tenant.id, document.id) == "ready"
+                _, status = await add_and_ingest(
+                    store, tenant.id, text, title=external_id, external_id=external_id
+                )
+                assert status == "ready", status
 
         started = time.perf_counter()
         await asyncio.gather(*(one(i, t) for i, t in texts))
@@ -104,7 +85,7 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
     best_batch = max(bare_by_batch, key=lambda size: bare_by_batch[size])  # the better batch
     products = [await product_rate(), await product_rate()]
     bares = [bare_by_batch[best_batch], await bare_rate(best_batch)]
-    await engine.dispose()
+    await store.engine.dispose()
 
     bare, product = statistics.mean(bares), statistics.mean(products)
     print(f"\nIngestion throughput ({embedder.name}, {len(texts)} documents, {len(chunks)} chunks)")

@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from bench.common import ROOT, bench_database
 from bench.ingestion import load_texts
+from bench.product_store import add_and_ingest, open_product_store
 
 DATA = ROOT.parent / "shared" / "data" / "scifact-dev"
 
@@ -46,44 +47,19 @@ def ndcg_at_10(ranked: list[str], relevant: set[str]) -> float:
 
 
 async def run(owner_url: str, embedder_name: str, docs: int, queries_limit: int) -> None:
-    from app.config import Settings
-    from app.core import migrate
-    from app.core.database_urls import resolve_database_urls
-    from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
-    from app.embeddings.factory import build_embedder
-    from app.ingestion.pipeline import IngestionDeps, ingest
-    from app.ingestion.uploads import from_bytes
-    from app.knowledge.service import add_document
+    from app.core.db import scope_to_tenant
     from app.retrieval.hybrid import FusionSettings, HybridRetriever, Leg
     from app.tenants.service import create_tenant
 
-    settings = Settings(database_url=owner_url, embedder=embedder_name)
-    urls = resolve_database_urls(settings)
-    await migrate.upgrade(settings, urls.owner)
-    engine = create_engine(urls.app)
-    sessions = create_sessionmaker(engine)
-    embedder = build_embedder(settings)
+    store = await open_product_store(owner_url, embedder_name)
+    settings, sessions, embedder = store.settings, store.sessions, store.embedder
     async with sessions() as db, db.begin():
         tenant = await create_tenant(db, f"scifact-{uuid.uuid4().hex[:6]}")
-    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
     limiter = asyncio.Semaphore(4)
 
     async def one(external_id: str, text: str) -> None:
         async with limiter:
-            async with sessions() as db, db.begin():
-                await scope_to_tenant(db, tenant.id)
-                document, duplicate = await add_document(
-                    db,
-                    tenant.id,
-                    from_bytes(text.encode(), None),
-                    title=external_id,
-                    external_id=external_id,
-                    metadata={},
-                    created_by=None,
-                    enqueue=False,
-                )
-            if not duplicate:
-                await ingest(deps, "kb", tenant.id, document.id)
+            await add_and_ingest(store, tenant.id, text, title=external_id, external_id=external_id)
 
     started = time.perf_counter()
     texts = load_texts(docs)
@@ -114,7 +90,7 @@ async def run(owner_url: str, embedder_name: str, docs: int, queries_limit: int)
                     ranked.append(hit.external_id)
             scores[name].append(ndcg_at_10(ranked, relevant))
             recalls[name].append(len(set(ranked[:10]) & relevant) / len(relevant))
-    await engine.dispose()
+    await store.engine.dispose()
     print(f"\nSciFact ({len(texts)} documents, {len(queries)} queries, embedder {embedder.name})")
     for name in configurations:
         ndcg = sum(scores[name]) / len(scores[name])
