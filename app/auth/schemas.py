@@ -60,6 +60,14 @@ class TokenResponse(BaseModel):
     expires_in: int
 
 
+class BrowserToken(BaseModel):
+    """What a browser login or refresh gives the page: the access token, kept in memory."""
+
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"
+    expires_in: int
+
+
 class MeResponse(BaseModel):
     """The signed-in user, as the caller sees themselves."""
 

@@ -85,6 +85,8 @@ def document_errors(
         app.openapi_schema = document
         return document
 
+    # Replacing `app.openapi` is FastAPI's documented hook for extending the schema; mypy
+    # sees an assignment to a method.
     app.openapi = openapi  # type: ignore[method-assign]
 
 

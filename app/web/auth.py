@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Cookie, Depends, Request, Response, status
-from pydantic import BaseModel
 
 from app.auth import service
-from app.auth.schemas import LoginRequest
+from app.auth.schemas import BrowserToken, LoginRequest
 from app.config import Settings
 from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
 from app.core.errors import Unauthorized
@@ -29,14 +28,6 @@ router = APIRouter(
     include_in_schema=False,
     dependencies=[Depends(check_same_origin)],
 )
-
-
-class BrowserToken(BaseModel):
-    """What a browser login or refresh gives the page: the access token, kept in memory."""
-
-    access_token: str
-    token_type: str = "bearer"  # noqa: S105 - the scheme's name, not a secret
-    expires_in: int
 
 
 RefreshCookie = Annotated[str | None, Cookie(alias=COOKIE_NAME)]
