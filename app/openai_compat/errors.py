@@ -43,7 +43,12 @@ def _param(error: dict[str, Any]) -> str | None:
     details = error.get("details") or []
     if not details:
         return None
-    loc = [str(part) for part in details[0].get("loc", []) if part != "body"]
+    # Without pydantic's union tags (`constrained-str`, `list[TextPart]`): the field's path.
+    loc = [
+        str(part)
+        for part in details[0].get("loc", [])
+        if part != "body" and not any(c in str(part) for c in "-[")
+    ]
     return ".".join(loc) or None
 
 

@@ -122,10 +122,8 @@ class ThreadlineExtension(BaseModel):
     """The passages the answer's `[n]` refer to (`n`)."""
     query_composition: str
     answer_model: str
-    """The model behind the assistant that wrote the answer."""
-    answer: str | None = None
-    """In a stream only: the stored answer, when the output checks changed it after its
-    tokens were sent."""
+    """The model behind the assistant that wrote the answer. (In a stream, `answer` is added
+    when the output checks changed the answer after its tokens were sent: the stored one.)"""
 
 
 class ChatCompletion(BaseModel):
