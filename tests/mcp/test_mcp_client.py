@@ -35,8 +35,9 @@ async def mcp_session(world: World, key: str) -> AsyncIterator[ClientSession]:
 
 def payload(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+    found: dict[str, Any] | None = result.structured_content
+    assert found is not None
+    return found
 
 
 def error_text(result: CallToolResult) -> str:
@@ -65,9 +66,7 @@ async def test_search_knowledge_returns_only_the_callers_tenants_passages(
     world: World,
 ) -> None:
     async with mcp_session(world, world.a.member_key) as session:
-        found = payload(
-            await session.call_tool("search_knowledge", {"query": "refunds", "k": 10})
-        )
+        found = payload(await session.call_tool("search_knowledge", {"query": "refunds", "k": 10}))
 
     documents = {item["document_id"] for item in found["items"]}
     assert documents == {world.a.document_id}  # tenant b's refund document is never seen
@@ -79,9 +78,7 @@ async def test_ask_stores_a_turn_seen_in_the_session_and_in_the_admin_audit(
     world: World,
 ) -> None:
     async with mcp_session(world, world.a.admin_key) as session:
-        answer = payload(
-            await session.call_tool("ask", {"question": "How long do refunds take?"})
-        )
+        answer = payload(await session.call_tool("ask", {"question": "How long do refunds take?"}))
         assert "14 days" in answer["answer"] and "[1]" in answer["answer"]
         assert answer["sources"][0]["source_id"] == world.a.document_id
         again = payload(
@@ -100,8 +97,9 @@ async def test_ask_stores_a_turn_seen_in_the_session_and_in_the_admin_audit(
     headers = {"X-API-Key": world.a.admin_key}
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
         listed = await client.get(f"/sessions/{answer['session_id']}/turns", headers=headers)
-        log = await client.get("/admin/audit/log", params={"action": "audit.turn.read"},
-                               headers=headers)
+        log = await client.get(
+            "/admin/audit/log", params={"action": "audit.turn.read"}, headers=headers
+        )
     assert listed.status_code == 200
     http_turns = [t["id"] for t in listed.json()["items"]]
     assert http_turns == [again["turn_id"], answer["turn_id"]]
@@ -126,9 +124,12 @@ async def test_a_members_key_cannot_audit_a_turn(world: World) -> None:
         result = await session.call_tool("audit_turn", {"turn_id": answer["turn_id"]})
 
     assert "admin_required" in error_text(result)
-    assert await world.count(
-        "SELECT count(*) FROM audit_log WHERE tenant_id = :t", t=world.a.tenant_id
-    ) == reads
+    assert (
+        await world.count(
+            "SELECT count(*) FROM audit_log WHERE tenant_id = :t", t=world.a.tenant_id
+        )
+        == reads
+    )
 
 
 async def test_another_tenants_session_and_turn_are_not_found(world: World) -> None:

@@ -88,19 +88,25 @@ async def test_a_streamed_completion_with_usage_and_sources_in_its_last_chunk(
     found = extension(last)
     assert found["sources"][0]["source_id"] == world.a.document_id
     assert found["status"] == "complete" and "answer" not in found  # as streamed
-    assert await world.count(
-        "SELECT count(*) FROM query_history WHERE id = :t AND answer = :a",
-        t=uuid.UUID(found["turn_id"]),
-        a=text,
-    ) == 1
+    assert (
+        await world.count(
+            "SELECT count(*) FROM query_history WHERE id = :t AND answer = :a",
+            t=uuid.UUID(found["turn_id"]),
+            a=text,
+        )
+        == 1
+    )
 
 
 async def test_a_stream_without_include_usage_has_no_usage_chunk(world: World) -> None:
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
         response = await client.post(
             "/v1/chat/completions",
-            json={"model": "threadline", "messages": [{"role": "user", "content": QUESTION}],
-                  "stream": True},
+            json={
+                "model": "threadline",
+                "messages": [{"role": "user", "content": QUESTION}],
+                "stream": True,
+            },
             headers={"Authorization": f"Bearer {world.a.admin_key}"},
         )
     assert response.status_code == 200
@@ -120,8 +126,9 @@ async def test_history_is_merged_across_calls_that_resend_the_conversation(
     for question in questions:
         conversation.append({"role": "user", "content": question})
         headers = {"X-Threadline-Session": session} if session else {}
+        messages: Any = conversation
         completion = await client.chat.completions.create(
-            model="threadline", messages=conversation, extra_headers=headers  # type: ignore[arg-type]
+            model="threadline", messages=messages, extra_headers=headers
         )
         found = extension(completion)
         session = session or found["session_id"]

@@ -116,13 +116,17 @@ async def _account(
     return Account(tenant.id, admin.id, admin.email, keys["admin"], keys["member"])
 
 
-async def _add_document(client: httpx.AsyncClient, account: Account, document: dict[str, str]) -> str:
+async def _add_document(
+    client: httpx.AsyncClient, account: Account, document: dict[str, str]
+) -> str:
     headers = {"X-API-Key": account.admin_key}
     response = await client.post("/kb/documents", json=document, headers=headers)
     assert response.status_code in (200, 202), response.text
     doc_id = str(response.json()["id"])
     deadline = time.monotonic() + 60
-    while (await client.get(f"/kb/documents/{doc_id}", headers=headers)).json()["status"] != "ready":
+    while (await client.get(f"/kb/documents/{doc_id}", headers=headers)).json()[
+        "status"
+    ] != "ready":
         assert time.monotonic() < deadline, "the knowledge base did not become ready"
         await asyncio.sleep(0.2)
     return doc_id
