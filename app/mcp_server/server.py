@@ -22,16 +22,18 @@ from typing import Annotated, TypeVar
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field
 from starlette.requests import Request
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from app.audit.schemas import AuditTurnRecord
 from app.chat.deps import get_chat_service
 from app.chat.schemas import MAX_MESSAGE_CHARS, NOT_BLANK
-from app.core.errors import AppError
+from app.core.errors import AppError, error_response
 from app.knowledge.schemas import SearchOut
 from app.mcp_server.auth import ApiKeyGate, principal_of
 from app.mcp_server.tools import Answer, Toolbox
@@ -163,26 +165,59 @@ def build_server() -> MCPServer:
     return server
 
 
+class McpEndpoint:
+    """The ASGI endpoint at `/mcp`: the running session manager's request handler.
+
+    A session manager runs once; each run of the application's lifespan (a test may run
+    several, even nested) starts a fresh one, and the innermost running one answers.
+    """
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.running: list[StreamableHTTPSessionManager] = []
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """A new session manager, running until the block ends."""
+        self.server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            # Callers authenticate with an API key, never a cookie: the DNS-rebinding check
+            # (meant for unauthenticated local servers) would only refuse the API's hosts.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self.server.session_manager
+        async with manager.run():
+            self.running.append(manager)
+            try:
+                yield
+            finally:
+                self.running.remove(manager)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.running:
+            failed = error_response(503, "mcp_unavailable", "The MCP server is not running.")
+            await failed(scope, receive, send)
+            return
+        await self.running[-1].handle_request(scope, receive, send)
+
+
 def install_mcp(app: FastAPI, lifespan: Lifespan) -> Lifespan:
     """Route `/mcp` to the MCP server (behind the API-key gate); returns `lifespan` extended
     to run the server's session manager while the application runs."""
-    server = build_server()
-    server.streamable_http_app(
-        stateless_http=True,
-        json_response=True,
-        # Callers authenticate with an API key, never a cookie: the DNS-rebinding check
-        # (meant for unauthenticated local servers) would only refuse the API's real hosts.
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = server.session_manager
-    gate = ApiKeyGate(manager.handle_request)
+    endpoint = McpEndpoint(build_server())
     app.router.routes.append(
-        Route(PATH, endpoint=gate, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        Route(
+            PATH,
+            endpoint=ApiKeyGate(endpoint),
+            methods=["GET", "POST", "DELETE"],
+            include_in_schema=False,
+        )
     )
 
     @asynccontextmanager
     async def with_mcp(application: FastAPI) -> AsyncIterator[None]:
-        async with lifespan(application), manager.run():
+        async with lifespan(application), endpoint.run():
             yield
 
     return with_mcp

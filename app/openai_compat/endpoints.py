@@ -38,7 +38,15 @@ _COMPLETION_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "A `chat.completion`; with `stream: true`, Server-Sent Events: "
         "`chat.completion.chunk`s, then `data: [DONE]`.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {
+            "text/event-stream": {
+                "schema": {  # each event: a chunk as JSON in `data`, or `[DONE]`
+                    "type": "object",
+                    "required": ["data"],
+                    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+                }
+            }
+        },
         "headers": {
             SESSION_HEADER: {
                 "description": "The session of the turn",
