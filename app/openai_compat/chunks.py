@@ -23,6 +23,9 @@ from app.openai_compat.errors import error_type
 from app.openai_compat.schemas import MODEL_ID
 
 DONE = b"data: [DONE]\n\n"
+_TOKEN = b'\nevent: token\ndata: {"text":'
+"""A token event's fixed part (app/chat/streaming/sse.py writes compact JSON, one event per
+piece): what follows it, less the closing `}`, is the token already encoded as a JSON string."""
 
 
 def _frame(payload: dict[str, Any]) -> bytes:
@@ -52,8 +55,23 @@ class ChunkWriter:
     turn_id: uuid.UUID
     include_usage: bool
     created: int = field(default_factory=lambda: int(time.time()))
-    streamed: list[str] = field(default_factory=list)
+    streamed: list[bytes] = field(default_factory=list)
+    """The tokens sent, each as an encoded JSON string."""
     sources: list[dict[str, Any]] = field(default_factory=list)
+    _around: tuple[bytes, bytes] | None = None
+
+    def token_frame(self, encoded: bytes) -> bytes:
+        """The chunk of one token, given as an encoded JSON string: spliced into a template,
+        not decoded and encoded again (the one chunk sent per token)."""
+        if self._around is None:
+            before, _, after = _frame(self.chunk({"content": "\x00"})).partition(b'"\\u0000"')
+            self._around = (before, after)
+        self.streamed.append(encoded)
+        return self._around[0] + encoded + self._around[1]
+
+    def streamed_text(self) -> str:
+        """The answer as streamed so far (decoded once, at the end)."""
+        return "".join(json.loads(b"[" + b",".join(self.streamed) + b"]"))
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         """One chunk with one choice."""
@@ -82,7 +100,7 @@ class ChunkWriter:
             "query_composition": done.get("query_composition") or "",
             "answer_model": done.get("model") or "",
         }
-        if done["answer"] != "".join(self.streamed):
+        if done["answer"] != self.streamed_text():
             extension["answer"] = done["answer"]
         chunks[-1]["threadline"] = extension
         return chunks
@@ -109,10 +127,13 @@ async def completion_chunks(
         if piece == HEARTBEAT:
             yield piece
             continue
+        at = piece.find(_TOKEN)
+        if at >= 0 and piece.endswith(b"}\n\n") and piece.count(b"\n\n") == 1:
+            yield writer.token_frame(piece[at + len(_TOKEN) : -3])
+            continue
         for name, data in parse_events(piece):
             if name == "token":
-                writer.streamed.append(data["text"])
-                yield _frame(writer.chunk({"content": data["text"]}))
+                yield writer.token_frame(json.dumps(data["text"]).encode())
             elif name == "sources":
                 writer.sources = data["sources"]
             elif name == "done":
