@@ -14,9 +14,10 @@ a member asking for the audit: admin required) is a tool error naming its code.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Annotated, TypeVar
 
 from fastapi import FastAPI
@@ -80,9 +81,24 @@ async def _run(ctx: Context, call: Callable[[Toolbox], Awaitable[T]]) -> T:
         raise ToolError(f"{exc.message} ({exc.code})") from None
 
 
+@contextmanager
+def _root_logger_untouched() -> Iterator[None]:
+    """MCPServer's constructor calls `logging.basicConfig`, which would configure the root
+    logger of a process that has not yet done so (a test, a bench): logging is the app's own
+    (app/core/logging.py). A handler held meanwhile makes that call a no-op."""
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        yield
+    finally:
+        root.removeHandler(placeholder)
+
+
 def build_server() -> MCPServer:
     """The MCP server and its tools."""
-    server: MCPServer = MCPServer("threadline", instructions=INSTRUCTIONS, version="0.1.0")
+    with _root_logger_untouched():
+        server: MCPServer = MCPServer("threadline", instructions=INSTRUCTIONS, version="0.1.0")
 
     @server.tool(
         description="Search the organisation's knowledge base (the same hybrid dense + "
