@@ -14,6 +14,7 @@ a member asking for the audit: admin required) is a tool error naming its code.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -194,7 +195,11 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """A new session manager, running until the block ends."""
+        """A new session manager, running until the block ends.
+
+        It runs in a task of its own: its anyio task group must end in the task that began
+        it, and a lifespan may be entered and left in different tasks (a test fixture's
+        setup and teardown are)."""
         self.server.streamable_http_app(
             stateless_http=True,
             json_response=True,
@@ -203,12 +208,26 @@ class McpEndpoint:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         manager = self.server.session_manager
-        async with manager.run():
-            self.running.append(manager)
-            try:
-                yield
-            finally:
-                self.running.remove(manager)
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def serve() -> None:
+            async with manager.run():
+                started.set()
+                await stop.wait()
+
+        task = asyncio.create_task(serve(), name="mcp-session-manager")
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait((task, waiting), return_when=asyncio.FIRST_COMPLETED)
+        if not started.is_set():
+            waiting.cancel()
+            await task  # it ended before it started: its error is the lifespan's
+        self.running.append(manager)
+        try:
+            yield
+        finally:
+            self.running.remove(manager)
+            stop.set()
+            await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.running:
