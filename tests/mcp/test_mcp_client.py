@@ -97,6 +97,9 @@ async def test_ask_stores_a_turn_seen_in_the_session_and_in_the_admin_audit(
     headers = {"X-API-Key": world.a.admin_key}
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
         listed = await client.get(f"/sessions/{answer['session_id']}/turns", headers=headers)
+        audit = await client.get(
+            "/admin/audit/turns", params={"session_id": answer["session_id"]}, headers=headers
+        )
         log = await client.get(
             "/admin/audit/log", params={"action": "audit.turn.read"}, headers=headers
         )
@@ -105,6 +108,7 @@ async def test_ask_stores_a_turn_seen_in_the_session_and_in_the_admin_audit(
     assert http_turns == [again["turn_id"], answer["turn_id"]]
     assert [t["id"] for t in turns["items"]] == http_turns
     assert answer["session_id"] in {s["id"] for s in sessions["items"]}
+    assert [t["turn_id"] for t in audit.json()["items"]] == http_turns  # in the admin audit
     # The audit record has the turn's context manifest, and the read was logged.
     assert audited["turn_id"] == answer["turn_id"]
     assert audited["user_query"] == "How long do refunds take?"
