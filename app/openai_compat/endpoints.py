@@ -76,7 +76,7 @@ async def chat_completions(
     response: Response,
     session: SessionHeader = None,
     idempotency_key: IdempotencyKey = None,
-) -> Any:
+) -> ChatCompletion | StreamingResponse:
     """One turn of a session, as OpenAI's chat completion (streamed with `stream: true`).
     The answer keeps its `[n]` citations; `threadline.sources` says what they are."""
     if body.stream:

@@ -131,7 +131,7 @@ class CompletionService:
                 f"The model {body.model!r} does not exist; GET /v1/models lists them.",
                 code="model_not_found",
             )
-        session = _same_session(session, body)
+        session = _named_session(session, body)
         messages = self._conversation(body)
         opening: Opening = None
         if session is None:
@@ -155,7 +155,7 @@ class CompletionService:
         return [*earlier, kept[-1]]
 
 
-def _same_session(header: uuid.UUID | None, body: CompletionRequest) -> uuid.UUID | None:
+def _named_session(header: uuid.UUID | None, body: CompletionRequest) -> uuid.UUID | None:
     """The session the request names, by header or `metadata.session_id` (both: the same)."""
     named = (body.metadata or {}).get("session_id")
     if named is None:
