@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
@@ -21,15 +22,20 @@ TOOLS = {"search_knowledge", "ask", "list_sessions", "get_session_turns", "audit
 
 
 @asynccontextmanager
-async def mcp_session(world: World, key: str) -> AsyncIterator[ClientSession]:
-    """A client session as docs/integrations.md configures one: the API key as bearer."""
+async def mcp_session(world: World, key: str, modern: bool = False) -> AsyncIterator[ClientSession]:
+    """A client session as docs/integrations.md configures one: the API key as bearer.
+    `modern`: the 2026-07-28 protocol (`server/discover`, no handshake), else the
+    `initialize` handshake most clients still use."""
     headers = {"Authorization": f"Bearer {key}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=60) as http,
         streamable_http_client(f"{world.url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
+        if modern:
+            await session.discover()
+        else:
+            await session.initialize()
         yield session
 
 
@@ -62,10 +68,11 @@ async def test_lists_its_tools_with_precise_schemas(world: World) -> None:
         assert tool.output_schema is not None
 
 
+@pytest.mark.parametrize("modern", [False, True])
 async def test_search_knowledge_returns_only_the_callers_tenants_passages(
-    world: World,
+    world: World, modern: bool
 ) -> None:
-    async with mcp_session(world, world.a.member_key) as session:
+    async with mcp_session(world, world.a.member_key, modern) as session:
         found = payload(await session.call_tool("search_knowledge", {"query": "refunds", "k": 10}))
 
     documents = {item["document_id"] for item in found["items"]}

@@ -142,3 +142,15 @@ async def test_an_api_key_as_bearer_an_x_api_key_or_an_access_token_all_work(
             # The bearer API key is accepted by the native API too.
             sessions = await client.get("/sessions", headers=headers)
             assert sessions.status_code == 200, (headers, sessions.text)
+
+
+async def test_an_unexpected_method_or_path_under_v1_is_in_openais_shape(world: World) -> None:
+    headers = {"Authorization": f"Bearer {world.a.admin_key}"}
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        wrong_method = await client.get("/v1/chat/completions", headers=headers)
+        unknown = await client.post("/v1/embeddings", json={}, headers=headers)
+    assert wrong_method.status_code == 405
+    assert wrong_method.headers["Allow"] == "POST"
+    assert openai_error(wrong_method)["code"] == "method_not_allowed"
+    assert unknown.status_code == 404
+    assert openai_error(unknown)["code"] == "not_found"
