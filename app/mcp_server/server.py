@@ -221,6 +221,7 @@ class McpEndpoint:
         if not started.is_set():
             waiting.cancel()
             await task  # it ended before it started: its error is the lifespan's
+            raise RuntimeError("the MCP session manager ended before it started")
         self.running.append(manager)
         try:
             yield
