@@ -25,7 +25,10 @@ from app.faqs.endpoints import router as faqs_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
+from app.mcp_server.server import install_mcp
 from app.observability.endpoints import router as metrics_router
+from app.openai_compat.endpoints import router as openai_router
+from app.openai_compat.errors import OpenAIErrorMiddleware
 from app.ops.endpoints import router as ops_router
 from app.privacy.endpoints import router as privacy_router
 from app.retention.endpoints import router as retention_router
@@ -55,7 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
     app.add_middleware(ClientAddressMiddleware, trusted_proxies=settings.trusted_proxies)
-    app.add_middleware(RequestContextMiddleware)  # outermost: every response gets an id
+    app.add_middleware(RequestContextMiddleware)  # every response gets an id
+    app.add_middleware(OpenAIErrorMiddleware)  # outermost: any error under /v1 in OpenAI's shape
     for router in (
         ops_router,
         metrics_router,
@@ -70,8 +74,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         privacy_router,
         audit_router,
         retention_router,
+        openai_router,
     ):
         app.include_router(router)
+    app.router.lifespan_context = install_mcp(app, lifespan)  # /mcp, and its session manager
     install_web(app)
     # What a route depends on says what it may answer: a database (the request's transaction,
     # or a service's own from the sessionmaker) may be unavailable.

@@ -17,6 +17,8 @@ from app.core.deps import DbSession, SettingsDep
 from app.core.errors import Forbidden, Unauthorized
 
 ROLE_RANK = {"member": 0, "admin": 1}
+API_KEY_PREFIX = "tl_"
+"""How every API key starts (app/auth/service.py); an access token (a JWT) never does."""
 
 # OAuth2 password flow in the OpenAPI schema, so /docs can log in with the form.
 _bearer = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
@@ -56,8 +58,11 @@ async def authenticate(
     """Resolve the caller and scope the request's transaction to their tenant.
 
     The user row is read on every request, so a deleted user or a changed role takes effect
-    at once rather than when the token expires.
+    at once rather than when the token expires. An API key is accepted as the bearer token
+    too, as OpenAI and MCP clients send theirs (docs/adr/0038).
     """
+    if not api_key and bearer is not None and bearer.startswith(API_KEY_PREFIX):
+        api_key, bearer = bearer, None
     if api_key:
         key = await find_api_key(db, hash_api_key(api_key))
         if key is None:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
-from app.auth.principal import ROLE_RANK, Principal, hash_api_key
+from app.auth.principal import API_KEY_PREFIX, ROLE_RANK, Principal, hash_api_key
 from app.auth.repository import (
     ApiKeyRepository,
     RefreshFamilyRepository,
@@ -224,7 +224,7 @@ async def create_api_key(
         raise UnprocessableEntity("The role must be 'member' or 'admin'.")
     if ROLE_RANK[role] > ROLE_RANK[principal.role]:
         raise UnprocessableEntity("A key cannot have more rights than its creator.")
-    raw = "tl_" + secrets.token_urlsafe(32)
+    raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey(
         tenant_id=principal.tenant_id,
         user_id=principal.user_id,

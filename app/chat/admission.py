@@ -7,6 +7,7 @@ caller's is refused before that: a 404 stores nothing."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,6 +18,10 @@ from app.config import Settings
 from app.core.errors import NotFound
 from app.privacy.pii import anonymize
 from app.turns.repository import SessionStateRepository, TurnRepository
+
+# Work that commits with the turn's admission or not at all, run once the limits admitted the
+# request: e.g. opening the session the turn goes into (app/openai_compat, app/mcp_server).
+Opening = Callable[[AsyncSession], Awaitable[None]] | None
 
 
 async def prepare_turn(

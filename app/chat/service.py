@@ -19,6 +19,7 @@ from typing import Any
 
 from app.auth.principal import Principal
 from app.chat import admission
+from app.chat.admission import Opening
 from app.chat.events import DoneEvent
 from app.chat.guards import ChatGuards
 from app.chat.idempotency import Claim, IdempotencyStore, fingerprint
@@ -53,7 +54,7 @@ class ChatService:
         self.runner = runner
 
     async def answer(
-        self, principal: Principal, body: ChatRequest, key: str | None
+        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
     ) -> ChatResponse:
         """One turn, answered once complete (or the first answer, for a retry with `key`)."""
         turn_id = uuid.uuid4()
@@ -62,7 +63,7 @@ class ChatService:
             # A retry may wait a whole model call for the first answer: it holds no pooled
             # connection meanwhile, or a burst of retries starves the pool.
             return await self._stored_answer(principal, claim)
-        turn = await self._admit(principal, body, claim, turn_id)
+        turn = await self._admit(principal, body, claim, turn_id, opening)
         run = self.guards.streams.start(
             turn,
             self.runner.run(turn, stream_tokens=False),
@@ -93,7 +94,7 @@ class ChatService:
         return ChatResponse.model_validate(answer)
 
     async def stream(
-        self, principal: Principal, body: ChatRequest, key: str | None
+        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
     ) -> StartedStream:
         """One turn, as Server-Sent Events (or the first request's, for a retry with `key`).
         Admission errors raise here, before the stream starts; later ones are `error` events."""
@@ -102,7 +103,7 @@ class ChatService:
         if claim is not None and not claim.won:
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
             return StartedStream(claim.turn_id, await self._joined_stream(principal, claim))
-        turn = await self._admit(principal, body, claim, turn_id)
+        turn = await self._admit(principal, body, claim, turn_id, opening)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
         )
@@ -177,7 +178,12 @@ class ChatService:
         )
 
     async def _admit(
-        self, principal: Principal, body: ChatRequest, claim: Claim | None, turn_id: uuid.UUID
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        claim: Claim | None,
+        turn_id: uuid.UUID,
+        opening: Opening = None,
     ) -> PreparedTurn:
         """Rate limits and quotas (before the model is called), then the turn is recorded in
         the admission's own transaction, committed before the run starts; a refused turn (or
@@ -188,6 +194,8 @@ class ChatService:
             async with self.runner.context.transaction(tenant_id) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 await limiter.admit(tenant_id, principal.user_id, limits)
+                if opening is not None:
+                    await opening(db)
                 # The claim's key and fingerprint go with the turn: whoever finishes it if its
                 # process dies stores the answer under the key (app/chat/orphans.py).
                 reference = None if claim is None else IdempotencyStore.reference(claim)

@@ -1,0 +1,21 @@
+"""The OpenAI-compatible endpoints' dependency: the completion service over the chat service
+(read from the application's resources, as app/chat/deps.py does)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.chat.deps import get_chat_service
+from app.config import Settings
+from app.openai_compat.service import CompletionService
+
+
+async def get_completion_service(request: Request) -> CompletionService:
+    """Chat completions over this application's chat service."""
+    settings: Settings = request.app.state.resources.settings
+    return CompletionService(await get_chat_service(request), settings.history_turns)
+
+
+CompletionServiceDep = Annotated[CompletionService, Depends(get_completion_service)]
