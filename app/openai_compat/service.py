@@ -49,7 +49,7 @@ from app.openai_compat.schemas import (
     ModelList,
     ThreadlineExtension,
 )
-from app.sessions.repository import SessionRepository
+from app.sessions.repository import SessionRepository, delete_checkpoints
 from app.sessions.service import CachedHistory
 
 _KEYED_SESSIONS = uuid.UUID("5b0c2f0e-6f3a-4f43-9a57-0c7d1d2e0038")
@@ -83,9 +83,10 @@ def session_opening(
     """Opens session `session_id` for the caller within the turn's admission, unless it is
     already theirs (a retried request, the next message of a client's conversation).
 
-    A derived id comes back after its session was deleted: it is opened afresh, empty, and
-    `history` (when given) forgets whatever the cache may still hold under the id, so nothing
-    of the deleted session can come back into the new one's prompt."""
+    `history` is given for a derived id, which comes back after its session was deleted: the
+    session is then opened afresh, empty, and what a turn finishing during the deletion may
+    have written under the id after it (a cached history, checkpoints) goes, so nothing of the
+    deleted session reaches the new one (docs/adr/0038-openai-and-mcp-faces.md, addendum)."""
 
     async def open_session(db: AsyncSession) -> None:
         sessions = SessionRepository(db, principal.tenant_id)
@@ -100,6 +101,7 @@ def session_opening(
                 raise  # not theirs (cannot be, by derivation) or not a duplicate: a failure
             return
         if history is not None:
+            await delete_checkpoints(db, session_id)
             await history.drop(principal.tenant_id, session_id)
 
     return open_session
@@ -182,10 +184,11 @@ class CompletionService:
                 session = conversation_session_id(principal, conversation.chat_id)
             else:
                 session = new_session_id(principal, key)
+            # A derived id may have been a deleted session's: its leftovers go when it opens.
+            derived = conversation is not None or key is not None
+            history = self.chat.runner.context.history if derived else None
             title = " ".join(snippet(messages[-1].content).split())[:TITLE_CHARS]
-            opening = session_opening(
-                principal, session, title or "New conversation", self.chat.runner.context.history
-            )
+            opening = session_opening(principal, session, title or "New conversation", history)
         try:
             return ChatRequest(session_id=session, messages=messages), opening
         except ValidationError as exc:  # the schema checks the same bounds: not expected

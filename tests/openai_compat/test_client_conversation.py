@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from app.core.database_urls import resolve_database_urls
@@ -96,6 +97,36 @@ async def session_turns(world: World, session: str) -> int:
     return await world.count(
         "SELECT count(*) FROM query_history WHERE session_id = :s", s=uuid.UUID(session)
     )
+
+
+THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+async def move_thread(world: World, source: str, target: str) -> None:
+    """Move a LangGraph thread's rows to another thread id, as the database owner."""
+    engine = create_async_engine(resolve_database_urls(world.settings).owner)
+    try:
+        async with engine.begin() as connection:
+            for table in THREAD_TABLES:
+                await connection.execute(
+                    text(f"UPDATE {table} SET thread_id = :target WHERE thread_id = :source"),
+                    {"source": source, "target": target},
+                )
+    finally:
+        await engine.dispose()
+
+
+async def checkpoint_ids(world: World, thread: str) -> set[str]:
+    """The ids of a thread's checkpoints, as the database owner."""
+    engine = create_async_engine(resolve_database_urls(world.settings).owner)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text("SELECT checkpoint_id FROM checkpoints WHERE thread_id = :t"), {"t": thread}
+            )
+            return {str(row[0]) for row in rows}
+    finally:
+        await engine.dispose()
 
 
 async def second_user_token(world: World) -> tuple[uuid.UUID, str]:
@@ -294,14 +325,21 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
             )
         ]
         assert len(cached) == 1, cached
+        old_checkpoints = await checkpoint_ids(world, session)
+        assert old_checkpoints
+        # Kept aside through the deletion, then put back: as a turn finishing while its
+        # session was deleted leaves them (docs/adr/0031), until the retention sweep.
+        hold = str(uuid.uuid4())
+        await move_thread(world, session, hold)
         async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
             deleted = await client.delete(
                 f"/sessions/{session}", headers=bearer(world.a.member_key)
             )
         assert deleted.status_code == 204
         assert await redis.exists(cached[0]) == 0
-        # A late writer (a turn finishing as the session was deleted) could put the deleted
-        # turns back into the cache: the reopened session must not see them.
+        await move_thread(world, hold, session)
+        # Such a late writer could put the deleted turns back into the cache too: the
+        # reopened session must see none of it.
         stale = {
             "turns": [
                 {
@@ -341,6 +379,10 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
         assert included == 0  # nothing of the deleted session in the prompt
         now = json.loads(await redis.get(cached[0]) or b"{}")
         assert now["total"] == 1 and "THE DELETED QUESTION" not in json.dumps(now)
+        # The deleted session's checkpoints went when the id was opened again: the thread
+        # holds the new turn's alone.
+        now_checkpoints = await checkpoint_ids(world, session)
+        assert now_checkpoints and not now_checkpoints & old_checkpoints
     finally:
         await redis.aclose()
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
