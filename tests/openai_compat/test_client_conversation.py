@@ -315,6 +315,7 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
     first = await chat(world, world.a.member_key, chat_id, QUESTIONS[:2])
     session = first[0].session or ""
     old_turns = [uuid.UUID(r.extension["turn_id"]) for r in first]
+    assert world.settings.redis_url is not None
     redis = Redis.from_url(world.settings.redis_url)
     try:
         # The session's cached history, as the server stored it after its turns.
