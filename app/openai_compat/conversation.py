@@ -11,13 +11,23 @@ id names another session (docs/adr/0038-openai-and-mcp-faces.md, addendum).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from app.core.errors import BadRequest
 
 OPENWEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
 CONVERSATION_HEADER = "X-Conversation-Id"
 MAX_CHAT_ID_CHARS = 200
+# Printable ASCII, no space at either end (HTTP strips those, so they could not arrive).
+CHAT_ID_PATTERN = r"^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$"
+CHAT_ID_SCHEMA: dict[str, Any] = {
+    "minLength": 1,
+    "maxLength": MAX_CHAT_ID_CHARS,
+    "pattern": CHAT_ID_PATTERN,
+}
+"""What the OpenAPI document says of a conversation id (checked here, for a clear error)."""
 
 
 @dataclass(frozen=True)
@@ -29,16 +39,15 @@ class ClientConversation:
 
 def _checked(header: str, value: str) -> str:
     """`value` if it is a usable conversation id; else a 400 naming the header."""
-    if not value.strip():
-        raise BadRequest(f"{header} is empty.", code="invalid_conversation_id")
     if len(value) > MAX_CHAT_ID_CHARS:
         raise BadRequest(
             f"{header} is longer than {MAX_CHAT_ID_CHARS} characters.",
             code="invalid_conversation_id",
         )
-    if not (value.isascii() and value.isprintable()):
+    if not re.fullmatch(CHAT_ID_PATTERN, value):
         raise BadRequest(
-            f"{header} must be printable ASCII characters.", code="invalid_conversation_id"
+            f"{header} must be 1 to {MAX_CHAT_ID_CHARS} printable ASCII characters.",
+            code="invalid_conversation_id",
         )
     return value
 
@@ -46,19 +55,14 @@ def _checked(header: str, value: str) -> str:
 def client_conversation(
     openwebui_chat_id: str | None, conversation_id: str | None
 ) -> ClientConversation | None:
-    """The conversation the request's headers name, if any. Both headers given must agree:
-    two different ids are a misconfigured client or proxy, not a choice to make silently."""
-    found = {
-        header: _checked(header, value)
+    """The conversation the request's headers name, if any: Open WebUI's chat id, else the
+    generic one (both are checked: a malformed header is refused even when unused)."""
+    named = [
+        _checked(header, value)
         for header, value in (
             (OPENWEBUI_CHAT_HEADER, openwebui_chat_id),
             (CONVERSATION_HEADER, conversation_id),
         )
         if value is not None
-    }
-    if len(set(found.values())) > 1:
-        raise BadRequest(
-            f"{OPENWEBUI_CHAT_HEADER} and {CONVERSATION_HEADER} name different conversations.",
-            code="conflicting_conversation",
-        )
-    return ClientConversation(next(iter(found.values()))) if found else None
+    ]
+    return ClientConversation(named[0]) if named else None

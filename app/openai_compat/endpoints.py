@@ -18,6 +18,7 @@ from app.chat.endpoints import IdempotencyKey
 from app.chat.streaming.sse import SSE_HEADERS
 from app.openai_compat import service
 from app.openai_compat.conversation import (
+    CHAT_ID_SCHEMA,
     CONVERSATION_HEADER,
     OPENWEBUI_CHAT_HEADER,
     client_conversation,
@@ -44,14 +45,16 @@ OpenWebUIChatHeader = Annotated[
         description="Open WebUI's chat id (sent with ENABLE_FORWARD_USER_INFO_HEADERS=true): "
         "without a named session, every message of the chat lands in one session, derived "
         "from the id, the tenant and the user. 1-200 printable ASCII characters.",
+        json_schema_extra=CHAT_ID_SCHEMA,
     ),
 ]
 ConversationHeader = Annotated[
     str | None,
     Header(
         alias=CONVERSATION_HEADER,
-        description=f"A client's conversation id, as {OPENWEBUI_CHAT_HEADER} (both given must "
-        "be equal).",
+        description=f"A client's conversation id, as {OPENWEBUI_CHAT_HEADER} (which is used "
+        "when both are sent).",
+        json_schema_extra=CHAT_ID_SCHEMA,
     ),
 ]
 # Every error a route of this router can give, in OpenAI's shape (the shared documentation
