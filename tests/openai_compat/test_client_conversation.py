@@ -413,3 +413,18 @@ async def test_concurrent_first_messages_of_a_chat_open_one_session(world: World
     assert len({r.session for r in replies}) == 1
     assert await world.sessions(world.a.tenant_id) == sessions + 1
     assert await session_turns(world, replies[0].session or "") == 3
+
+
+async def test_an_idempotent_retry_in_a_chat_runs_once(world: World) -> None:
+    chat_id = str(uuid.uuid4())
+    headers = {"X-OpenWebUI-Chat-Id": chat_id, "Idempotency-Key": f"k-{uuid.uuid4()}"}
+    conversation = [{"role": "user", "content": QUESTIONS[0]}]
+    turns = await world.turns(world.a.tenant_id)
+
+    first = await open_webui_turn(world, world.a.member_key, conversation, headers)
+    retry = await open_webui_turn(world, world.a.member_key, conversation, headers)
+
+    assert first.status == retry.status == 200, (first.body, retry.body)
+    assert first.session == retry.session
+    assert first.extension["turn_id"] == retry.extension["turn_id"]
+    assert await world.turns(world.a.tenant_id) == turns + 1
