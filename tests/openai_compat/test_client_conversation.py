@@ -129,11 +129,11 @@ async def checkpoint_ids(world: World, thread: str) -> set[str]:
         await engine.dispose()
 
 
-async def second_user_token(world: World) -> tuple[uuid.UUID, str]:
-    """Another member of tenant a, signed in: their id and access token."""
+async def new_user_token(world: World, role: str = "member") -> tuple[uuid.UUID, str]:
+    """A new user of tenant a, signed in: their id and access token."""
     engine = create_async_engine(resolve_database_urls(world.settings).app)
     async with AsyncSession(engine, expire_on_commit=False) as db:
-        user = await make_user(db, Tenant(id=world.a.tenant_id, name="a"))
+        user = await make_user(db, Tenant(id=world.a.tenant_id, name="a"), role=role)
     await engine.dispose()
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
         login = await client.post(
@@ -143,11 +143,26 @@ async def second_user_token(world: World) -> tuple[uuid.UUID, str]:
     return user.id, str(login.json()["access_token"])
 
 
-async def test_an_open_webui_chat_is_one_session_with_its_turns_once(world: World) -> None:
+@pytest.fixture(scope="module")
+async def key(world: World) -> str:
+    """A member API key of a user of tenant a of this module's own, as Open WebUI is given: the
+    module's turns count against that user's rate limit, not the package's shared admin's."""
+    _, token = await new_user_token(world, role="admin")
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        created = await client.post(
+            "/admin/api-keys", json={"name": "open-webui", "role": "member"}, headers=bearer(token)
+        )
+    assert created.status_code == 201, created.text
+    return str(created.json()["key"])
+
+
+async def test_an_open_webui_chat_is_one_session_with_its_turns_once(
+    world: World, key: str
+) -> None:
     chat_id = str(uuid.uuid4())
     sessions = await world.sessions(world.a.tenant_id)
 
-    replies = await chat(world, world.a.member_key, chat_id, QUESTIONS)
+    replies = await chat(world, key, chat_id, QUESTIONS)
 
     session = replies[0].session
     assert session is not None
@@ -171,15 +186,16 @@ async def test_an_open_webui_chat_is_one_session_with_its_turns_once(world: Worl
     assert included == 2
     # Titled from its first message, as every new session on /v1, and the caller's own.
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
-        read = await client.get(f"/sessions/{session}", headers=bearer(world.a.member_key))
+        read = await client.get(f"/sessions/{session}", headers=bearer(key))
     assert read.status_code == 200 and read.json()["title"] == QUESTIONS[0]
 
 
 async def test_two_chats_are_two_sessions_and_the_generic_header_works_alike(
     world: World,
+    key: str,
 ) -> None:
-    first = await chat(world, world.a.member_key, f"chat-{uuid.uuid4()}", QUESTIONS[:1])
-    second = await chat(world, world.a.member_key, f"chat-{uuid.uuid4()}", QUESTIONS[:1])
+    first = await chat(world, key, f"chat-{uuid.uuid4()}", QUESTIONS[:1])
+    second = await chat(world, key, f"chat-{uuid.uuid4()}", QUESTIONS[:1])
     assert first[0].session != second[0].session
 
     conversation_id = f"conv-{uuid.uuid4()}"
@@ -187,7 +203,7 @@ async def test_two_chats_are_two_sessions_and_the_generic_header_works_alike(
     for question in QUESTIONS[:2]:
         reply = await open_webui_turn(
             world,
-            world.a.member_key,
+            key,
             [{"role": "user", "content": question}],
             {"X-Conversation-Id": conversation_id},
             stream=False,
@@ -200,7 +216,7 @@ async def test_two_chats_are_two_sessions_and_the_generic_header_works_alike(
     # Both headers sent: Open WebUI's chat id is the one used.
     both = await open_webui_turn(
         world,
-        world.a.member_key,
+        key,
         [{"role": "user", "content": QUESTIONS[2]}],
         {"X-Conversation-Id": f"other-{uuid.uuid4()}", "X-OpenWebUI-Chat-Id": conversation_id},
     )
@@ -210,11 +226,12 @@ async def test_two_chats_are_two_sessions_and_the_generic_header_works_alike(
 
 async def test_the_same_chat_id_from_another_user_or_tenant_is_another_session(
     world: World,
+    key: str,
 ) -> None:
     chat_id = str(uuid.uuid4())
-    mine = await chat(world, world.a.member_key, chat_id, QUESTIONS[:2])
+    mine = await chat(world, key, chat_id, QUESTIONS[:2])
     my_session = mine[0].session or ""
-    other_user, token = await second_user_token(world)
+    other_user, token = await new_user_token(world)
 
     theirs = await chat(world, token, chat_id, ["Refunds, please?"])
     foreign = await chat(world, world.b.member_key, chat_id, ["Refunds at your company?"])
@@ -257,13 +274,13 @@ async def test_the_same_chat_id_from_another_user_or_tenant_is_another_session(
 )
 @pytest.mark.parametrize("stream", [True, False])
 async def test_a_bad_conversation_id_is_refused_storing_nothing(
-    world: World, headers: dict[str, Any], stream: bool
+    world: World, key: str, headers: dict[str, Any], stream: bool
 ) -> None:
     turns, sessions = await world.turns(world.a.tenant_id), await world.sessions(world.a.tenant_id)
 
     reply = await open_webui_turn(
         world,
-        world.a.member_key,
+        key,
         [{"role": "user", "content": QUESTIONS[0]}],
         headers,
         stream=stream,
@@ -279,18 +296,14 @@ async def test_a_bad_conversation_id_is_refused_storing_nothing(
     assert await world.sessions(world.a.tenant_id) == sessions
 
 
-async def test_a_named_session_wins_over_the_chat_id(world: World) -> None:
+async def test_a_named_session_wins_over_the_chat_id(world: World, key: str) -> None:
     chat_id = str(uuid.uuid4())
-    chat_session = (await chat(world, world.a.member_key, chat_id, QUESTIONS[:1]))[0].session
-    plain = await open_webui_turn(
-        world, world.a.member_key, [{"role": "user", "content": QUESTIONS[0]}], {}
-    )
+    chat_session = (await chat(world, key, chat_id, QUESTIONS[:1]))[0].session
+    plain = await open_webui_turn(world, key, [{"role": "user", "content": QUESTIONS[0]}], {})
     named = plain.session or ""
     assert named != chat_session
 
-    by_header = await chat(
-        world, world.a.member_key, chat_id, QUESTIONS[1:2], **{"X-Threadline-Session": named}
-    )
+    by_header = await chat(world, key, chat_id, QUESTIONS[1:2], **{"X-Threadline-Session": named})
     assert by_header[0].session == named
 
     async with httpx.AsyncClient(base_url=world.url, timeout=60) as client:
@@ -301,7 +314,7 @@ async def test_a_named_session_wins_over_the_chat_id(world: World) -> None:
                 "messages": [{"role": "user", "content": QUESTIONS[2]}],
                 "metadata": {"session_id": named},
             },
-            headers={**bearer(world.a.member_key), "X-OpenWebUI-Chat-Id": chat_id},
+            headers={**bearer(key), "X-OpenWebUI-Chat-Id": chat_id},
         )
     assert by_metadata.status_code == 200, by_metadata.text
     assert by_metadata.headers["X-Threadline-Session"] == named
@@ -311,9 +324,10 @@ async def test_a_named_session_wins_over_the_chat_id(world: World) -> None:
 
 async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
     world: World,
+    key: str,
 ) -> None:
     chat_id = str(uuid.uuid4())
-    first = await chat(world, world.a.member_key, chat_id, QUESTIONS[:2])
+    first = await chat(world, key, chat_id, QUESTIONS[:2])
     session = first[0].session or ""
     old_turns = [uuid.UUID(r.extension["turn_id"]) for r in first]
     assert world.settings.redis_url is not None
@@ -321,8 +335,8 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
     try:
         # The session's cached history, as the server stored it after its turns.
         cached = [
-            key
-            async for key in redis.scan_iter(
+            found
+            async for found in redis.scan_iter(
                 match=f"*history:{world.a.tenant_id}:{session}", count=1000
             )
         ]
@@ -334,9 +348,7 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
         hold = str(uuid.uuid4())
         await move_thread(world, session, hold)
         async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
-            deleted = await client.delete(
-                f"/sessions/{session}", headers=bearer(world.a.member_key)
-            )
+            deleted = await client.delete(f"/sessions/{session}", headers=bearer(key))
         assert deleted.status_code == 204
         assert await redis.exists(cached[0]) == 0
         await move_thread(world, hold, session)
@@ -361,7 +373,7 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
         # Open WebUI's next message in that chat (it still has the chat).
         again = await open_webui_turn(
             world,
-            world.a.member_key,
+            key,
             [{"role": "user", "content": "Is shipping refunded at all?"}],
             {"X-OpenWebUI-Chat-Id": chat_id},
         )
@@ -388,12 +400,12 @@ async def test_a_deleted_chats_session_starts_afresh_with_nothing_of_the_old(
     finally:
         await redis.aclose()
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
-        read = await client.get(f"/sessions/{session}", headers=bearer(world.a.member_key))
+        read = await client.get(f"/sessions/{session}", headers=bearer(key))
     assert read.status_code == 200
     assert read.json()["title"] == "Is shipping refunded at all?"
 
 
-async def test_concurrent_first_messages_of_a_chat_open_one_session(world: World) -> None:
+async def test_concurrent_first_messages_of_a_chat_open_one_session(world: World, key: str) -> None:
     chat_id = str(uuid.uuid4())
     sessions = await world.sessions(world.a.tenant_id)
 
@@ -401,7 +413,7 @@ async def test_concurrent_first_messages_of_a_chat_open_one_session(world: World
         *(
             open_webui_turn(
                 world,
-                world.a.member_key,
+                key,
                 [{"role": "user", "content": question}],
                 {"X-OpenWebUI-Chat-Id": chat_id},
             )
@@ -415,14 +427,14 @@ async def test_concurrent_first_messages_of_a_chat_open_one_session(world: World
     assert await session_turns(world, replies[0].session or "") == 3
 
 
-async def test_an_idempotent_retry_in_a_chat_runs_once(world: World) -> None:
+async def test_an_idempotent_retry_in_a_chat_runs_once(world: World, key: str) -> None:
     chat_id = str(uuid.uuid4())
     headers = {"X-OpenWebUI-Chat-Id": chat_id, "Idempotency-Key": f"k-{uuid.uuid4()}"}
     conversation = [{"role": "user", "content": QUESTIONS[0]}]
     turns = await world.turns(world.a.tenant_id)
 
-    first = await open_webui_turn(world, world.a.member_key, conversation, headers)
-    retry = await open_webui_turn(world, world.a.member_key, conversation, headers)
+    first = await open_webui_turn(world, key, conversation, headers)
+    retry = await open_webui_turn(world, key, conversation, headers)
 
     assert first.status == retry.status == 200, (first.body, retry.body)
     assert first.session == retry.session
