@@ -17,6 +17,12 @@ from app.auth.principal import Caller, CurrentPrincipal
 from app.chat.endpoints import IdempotencyKey
 from app.chat.streaming.sse import SSE_HEADERS
 from app.openai_compat import service
+from app.openai_compat.conversation import (
+    CHAT_ID_SCHEMA,
+    CONVERSATION_HEADER,
+    OPENWEBUI_CHAT_HEADER,
+    client_conversation,
+)
 from app.openai_compat.deps import CompletionServiceDep
 from app.openai_compat.schemas import ChatCompletion, CompletionRequest, ModelList, error_docs
 
@@ -28,7 +34,27 @@ SessionHeader = Annotated[
     Header(
         alias=SESSION_HEADER,
         description="The Threadline session to continue; without it (or `metadata.session_id`) "
-        "a new session is opened, its id in the response's X-Threadline-Session header.",
+        "the client's conversation id names it, else a new session is opened; its id is in the "
+        "response's X-Threadline-Session header.",
+    ),
+]
+OpenWebUIChatHeader = Annotated[
+    str | None,
+    Header(
+        alias=OPENWEBUI_CHAT_HEADER,
+        description="Open WebUI's chat id (sent with ENABLE_FORWARD_USER_INFO_HEADERS=true): "
+        "without a named session, every message of the chat lands in one session, derived "
+        "from the id, the tenant and the user. 1-200 printable ASCII characters.",
+        json_schema_extra=CHAT_ID_SCHEMA,
+    ),
+]
+ConversationHeader = Annotated[
+    str | None,
+    Header(
+        alias=CONVERSATION_HEADER,
+        description=f"A client's conversation id, as {OPENWEBUI_CHAT_HEADER} (which is used "
+        "when both are sent).",
+        json_schema_extra=CHAT_ID_SCHEMA,
     ),
 ]
 # Every error a route of this router can give, in OpenAI's shape (the shared documentation
@@ -76,18 +102,22 @@ async def chat_completions(
     response: Response,
     session: SessionHeader = None,
     idempotency_key: IdempotencyKey = None,
+    openwebui_chat_id: OpenWebUIChatHeader = None,
+    conversation_id: ConversationHeader = None,
 ) -> ChatCompletion | StreamingResponse:
     """One turn of a session, as OpenAI's chat completion (streamed with `stream: true`).
     The answer keeps its `[n]` citations; `threadline.sources` says what they are."""
+    # Checked even when a session is named (which wins): a malformed header is refused.
+    conversation = client_conversation(openwebui_chat_id, conversation_id)
     if body.stream:
-        started = await completions.stream(principal, body, session, idempotency_key)
+        started = await completions.stream(principal, body, session, idempotency_key, conversation)
         headers = {
             **SSE_HEADERS,
             SESSION_HEADER: str(started.session_id),
             "X-Turn-Id": str(started.turn_id),
         }
         return StreamingResponse(started.chunks, media_type="text/event-stream", headers=headers)
-    answer = await completions.complete(principal, body, session, idempotency_key)
+    answer = await completions.complete(principal, body, session, idempotency_key, conversation)
     response.headers[SESSION_HEADER] = str(answer.threadline.session_id)
     response.headers["X-Turn-Id"] = str(answer.threadline.turn_id)
     return answer

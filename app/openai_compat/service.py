@@ -4,10 +4,14 @@ is done here: tenancy, history, retrieval, guardrails, limits, quotas, idempoten
 are the chat service's, exactly as for `/chat` (docs/adr/0038-openai-and-mcp-faces.md).
 
 The mapping:
-- the session is the `X-Threadline-Session` header or `metadata.session_id`; without either a
-  new session is opened, in the turn's admission transaction (a refused turn leaves none).
-  With an `Idempotency-Key`, its id is derived from the key, so a retry lands in the same
-  session (and is the same request to the idempotency store);
+- the session is the `X-Threadline-Session` header or `metadata.session_id`; without either,
+  the client's own conversation id (`X-OpenWebUI-Chat-Id`, `X-Conversation-Id`) names it, its
+  id derived from that (app/openai_compat/conversation.py), so every message of an Open WebUI
+  chat lands in one session. Else a new session is opened. A session named by derivation is
+  opened, if it does not exist, in the turn's admission transaction (a refused turn leaves
+  none). With an `Idempotency-Key` and no conversation id, the new session's id is derived
+  from the key, so a retry lands in the same session (and is the same request to the
+  idempotency store);
 - the client's conversation becomes `messages[]`, merged with the stored turns by the graph
   without duplicates; only its recent part is sent (the history window's worth), since
   older exchanges would fall outside the stored window and come back as duplicates;
@@ -22,6 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
@@ -32,6 +37,7 @@ from app.core.errors import BadRequest, NotFound
 from app.core.text import snippet
 from app.models import ChatSession
 from app.openai_compat.chunks import completion_chunks
+from app.openai_compat.conversation import ClientConversation
 from app.openai_compat.schemas import (
     MODEL_CREATED,
     MODEL_ID,
@@ -43,10 +49,14 @@ from app.openai_compat.schemas import (
     ModelList,
     ThreadlineExtension,
 )
-from app.sessions.repository import SessionRepository
+from app.sessions.repository import SessionRepository, delete_checkpoints
+from app.sessions.service import CachedHistory
 
 _KEYED_SESSIONS = uuid.UUID("5b0c2f0e-6f3a-4f43-9a57-0c7d1d2e0038")
 """Namespace of the session ids derived from an Idempotency-Key."""
+_CHAT_SESSIONS = uuid.UUID("0f1d6a52-3c8e-4b7e-8f0a-6b9e4c2d0038")
+"""Namespace of the session ids derived from a client's conversation id (another namespace
+than the keys', so a key and a chat id that happen to be equal name different sessions)."""
 TITLE_CHARS = 80
 
 
@@ -64,17 +74,43 @@ def list_models() -> ModelList:
     return ModelList(data=[ModelCard(id=MODEL_ID, created=MODEL_CREATED, owned_by="threadline")])
 
 
-def session_opening(principal: Principal, session_id: uuid.UUID, title: str) -> Opening:
+def session_opening(
+    principal: Principal,
+    session_id: uuid.UUID,
+    title: str,
+    history: CachedHistory | None = None,
+) -> Opening:
     """Opens session `session_id` for the caller within the turn's admission, unless it is
-    already theirs (a retried request)."""
+    already theirs (a retried request, the next message of a client's conversation).
+
+    `history` is given for a derived id, which comes back after its session was deleted: the
+    session is then opened afresh, empty, and what a turn finishing during the deletion may
+    have written under the id after it (a cached history, checkpoints) goes, so nothing of the
+    deleted session reaches the new one (docs/adr/0038-openai-and-mcp-faces.md, addendum)."""
 
     async def open_session(db: AsyncSession) -> None:
         sessions = SessionRepository(db, principal.tenant_id)
-        if await sessions.owned(session_id, principal.user_id) is None:
-            sessions.add(ChatSession(id=session_id, user_id=principal.user_id, title=title))
-            await db.flush()
+        if await sessions.owned(session_id, principal.user_id) is not None:
+            return
+        try:
+            async with db.begin_nested():  # a concurrent first message may open it first
+                sessions.add(ChatSession(id=session_id, user_id=principal.user_id, title=title))
+                await db.flush()
+        except IntegrityError:
+            if await sessions.owned(session_id, principal.user_id) is None:
+                raise  # not theirs (cannot be, by derivation) or not a duplicate: a failure
+            return
+        if history is not None:
+            await delete_checkpoints(db, session_id)
+            await history.drop(principal.tenant_id, session_id)
 
     return open_session
+
+
+def derived_session_id(namespace: uuid.UUID, principal: Principal, name: str) -> uuid.UUID:
+    """The session id a client's name for something (an Idempotency-Key, a conversation id)
+    stands for: the same for the same caller and name, another for another user or tenant."""
+    return uuid.uuid5(namespace, f"{principal.tenant_id}/{principal.user_id}/{name}")
 
 
 def new_session_id(principal: Principal, key: str | None) -> uuid.UUID:
@@ -82,7 +118,12 @@ def new_session_id(principal: Principal, key: str | None) -> uuid.UUID:
     the request names the same session."""
     if key is None:
         return uuid.uuid4()
-    return uuid.uuid5(_KEYED_SESSIONS, f"{principal.tenant_id}/{principal.user_id}/{key}")
+    return derived_session_id(_KEYED_SESSIONS, principal, key)
+
+
+def conversation_session_id(principal: Principal, chat_id: str) -> uuid.UUID:
+    """The session of a client's conversation: every message of it lands there."""
+    return derived_session_id(_CHAT_SESSIONS, principal, chat_id)
 
 
 class CompletionService:
@@ -98,9 +139,10 @@ class CompletionService:
         body: CompletionRequest,
         session: uuid.UUID | None,
         key: str | None,
+        conversation: ClientConversation | None = None,
     ) -> ChatCompletion:
         """One turn, answered as a whole completion."""
-        request, opening = self._turn(principal, body, session, key)
+        request, opening = self._turn(principal, body, session, key, conversation)
         answer = await self.chat.answer(principal, request, key, opening=opening)
         return completion(answer)
 
@@ -110,9 +152,10 @@ class CompletionService:
         body: CompletionRequest,
         session: uuid.UUID | None,
         key: str | None,
+        conversation: ClientConversation | None = None,
     ) -> StartedCompletion:
         """One turn, as completion chunks. Admission errors raise here, before the stream."""
-        request, opening = self._turn(principal, body, session, key)
+        request, opening = self._turn(principal, body, session, key, conversation)
         started = await self.chat.stream(principal, request, key, opening=opening)
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         chunks = completion_chunks(started.events, started.turn_id, include_usage)
@@ -124,8 +167,10 @@ class CompletionService:
         body: CompletionRequest,
         session: uuid.UUID | None,
         key: str | None,
+        conversation: ClientConversation | None,
     ) -> tuple[ChatRequest, Opening]:
-        """The chat request for this completion, and the session to open with it (if any)."""
+        """The chat request for this completion, and the session to open with it (if any):
+        the session the request names, else its client conversation's, else a new one."""
         if body.model != MODEL_ID:
             raise NotFound(
                 f"The model {body.model!r} does not exist; GET /v1/models lists them.",
@@ -135,9 +180,15 @@ class CompletionService:
         messages = self._conversation(body)
         opening: Opening = None
         if session is None:
-            session = new_session_id(principal, key)
+            if conversation is not None:
+                session = conversation_session_id(principal, conversation.chat_id)
+            else:
+                session = new_session_id(principal, key)
+            # A derived id may have been a deleted session's: its leftovers go when it opens.
+            derived = conversation is not None or key is not None
+            history = self.chat.runner.context.history if derived else None
             title = " ".join(snippet(messages[-1].content).split())[:TITLE_CHARS]
-            opening = session_opening(principal, session, title or "New conversation")
+            opening = session_opening(principal, session, title or "New conversation", history)
         try:
             return ChatRequest(session_id=session, messages=messages), opening
         except ValidationError as exc:  # the schema checks the same bounds: not expected
