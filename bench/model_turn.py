@@ -245,10 +245,16 @@ class Figures:
     rewrites: int
     summaries: int
     summaries_waited: int
-    ttft_beyond_ms: list[float]
+    ttft_plain_ms: list[float]
+    """Time to first token beyond the model's 300 ms, turns with no rewrite."""
+    ttft_rewrite_ms: list[float]
+    """The same, turns whose follow-up was rewritten by the model first."""
     prompt_at: dict[int, int]
     prefix_share: list[float]
-    cached_share: list[float]
+    """Per answer prompt from turn 5 on: its share in a prefix identical to the previous."""
+    prompt_tokens: int
+    prefix_tokens: int
+    cached_tokens: int
 
 
 def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
@@ -259,6 +265,8 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
     path_calls: list[int] = []
     waited = 0
     rewrites = 0
+    plain_ttft: list[float] = []
+    rewrite_ttft: list[float] = []
     for turn in turns:
         window = [
             r
@@ -270,6 +278,9 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         rewrites += sum(1 for r in before if r["kind"] == "rewrite")
         waited += sum(1 for r in before if r["kind"] == "summary")
         path_calls.append(answer + sum(1 for r in before if r["kind"] != "rewrite"))
+        beyond = (turn.first_token - turn.started) * 1000 - MODEL_FIRST_TOKEN_MS
+        rewritten = any(r["kind"] == "rewrite" for r in before)
+        (rewrite_ttft if rewritten else plain_ttft).append(beyond)
     answers: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         if record["kind"] == "answer":
@@ -280,29 +291,20 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         for n in (10, 50, 200)
         if len(answers.get(first, [])) >= n
     }
-    shares = [
-        r["prefix_tokens"] / r["prompt_tokens"]
-        for rs in answers.values()
-        for r in rs[4:]
-        if r["prompt_tokens"]
-    ]
-    cached = [
-        r["cached_tokens"] / r["prompt_tokens"]
-        for rs in answers.values()
-        for r in rs[4:]
-        if r["prompt_tokens"]
-    ]
-    ttft = [(t.first_token - t.started) * 1000 - MODEL_FIRST_TOKEN_MS for t in turns]
+    from_turn_5 = [r for rs in answers.values() for r in rs[4:] if r["prompt_tokens"]]
     return Figures(
         turns=len(turns),
         path_calls=path_calls,
         rewrites=rewrites,
         summaries=sum(1 for r in records if r["kind"] == "summary"),
         summaries_waited=waited,
-        ttft_beyond_ms=ttft,
+        ttft_plain_ms=plain_ttft,
+        ttft_rewrite_ms=rewrite_ttft,
         prompt_at=prompt_at,
-        prefix_share=shares,
-        cached_share=cached,
+        prefix_share=[r["prefix_tokens"] / r["prompt_tokens"] for r in from_turn_5],
+        prompt_tokens=sum(r["prompt_tokens"] for r in from_turn_5),
+        prefix_tokens=sum(r["prefix_tokens"] for r in from_turn_5),
+        cached_tokens=sum(r["cached_tokens"] for r in from_turn_5),
     )
 
 
@@ -320,18 +322,24 @@ def report(label: str, sessions: int, f: Figures) -> None:
         f"    summary calls                       {f.summaries} ({f.summaries / n:.2f}/turn), "
         f"{f.summaries_waited} waited for by a turn"
     )
+    plain, rewritten = f.ttft_plain_ms, f.ttft_rewrite_ms
     print(
-        f"    first token beyond the model's 300 ms  p50 {statistics.median(f.ttft_beyond_ms):.1f}"
-        f" ms   p95 {percentile(f.ttft_beyond_ms, 95):.1f} ms"
+        f"    first token beyond the model's 300 ms  p50 {statistics.median(plain):.1f} ms   "
+        f"p95 {percentile(plain, 95):.1f} ms   (n={len(plain)}, turns without a rewrite)"
     )
+    if rewritten:
+        print(
+            f"      turns with a follow-up rewrite    p50 {statistics.median(rewritten):.1f} ms"
+            f"   (n={len(rewritten)})"
+        )
     prompts = "   ".join(f"turn {k}: {v}" for k, v in f.prompt_at.items())
     print(f"    prompt tokens                       {prompts}")
     if f.prefix_share:
-        mean, median = statistics.mean(f.prefix_share), statistics.median(f.prefix_share)
+        identical = 100 * f.prefix_tokens / f.prompt_tokens
         print(
-            f"    prefix identical to previous turn   mean {100 * mean:.0f} %   "
-            f"median {100 * median:.0f} %   "
-            f"(billed as cached: mean {100 * statistics.mean(f.cached_share):.0f} %)"
+            f"    prefix identical to previous turn   {identical:.0f} % of prompt tokens "
+            f"(per turn: median {100 * statistics.median(f.prefix_share):.0f} %); "
+            f"billed as cached {100 * f.cached_tokens / f.prompt_tokens:.0f} %"
         )
 
 
