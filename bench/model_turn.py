@@ -58,6 +58,7 @@ JWT_SECRET = "bench-secret-" + "x" * 40
 PASSWORD = "bench password 1"
 EMAIL = "bench@example.com"
 MODEL_FIRST_TOKEN_MS = 300.0
+BEFORE_ANSWER = ("load_history", "triage", "classify", "retrieve", "build_context")
 UNLIMITED = {
     f"THREADLINE_{name}": "0"
     for name in (
@@ -249,6 +250,11 @@ class Figures:
     """Time to first token beyond the model's 300 ms, turns with no rewrite."""
     ttft_rewrite_ms: list[float]
     """The same, turns whose follow-up was rewritten by the model first."""
+    own_ms: list[float]
+    """Every turn's time to first token minus the model calls it waited for (the answer's
+    first 300 ms, a rewrite, an in-turn summary): the app's own work before the first token."""
+    node_p50_ms: dict[str, float]
+    """Median time of each node that runs before the answer (from the `done` event)."""
     prompt_at: dict[int, int]
     prefix_share: list[float]
     """Per answer prompt from turn 5 on: its share in a prefix identical to the previous."""
@@ -267,6 +273,7 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
     rewrites = 0
     plain_ttft: list[float] = []
     rewrite_ttft: list[float] = []
+    own_ms: list[float] = []
     for turn in turns:
         window = [
             r
@@ -281,6 +288,8 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         beyond = (turn.first_token - turn.started) * 1000 - MODEL_FIRST_TOKEN_MS
         rewritten = any(r["kind"] == "rewrite" for r in before)
         (rewrite_ttft if rewritten else plain_ttft).append(beyond)
+        waited_ms = sum((r["finished"] - r["arrived"]) * 1000 for r in before)
+        own_ms.append(beyond - waited_ms)
     answers: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         if record["kind"] == "answer":
@@ -300,6 +309,11 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         summaries_waited=waited,
         ttft_plain_ms=plain_ttft,
         ttft_rewrite_ms=rewrite_ttft,
+        own_ms=own_ms,
+        node_p50_ms={
+            node: statistics.median(t.done.get("node_ms", {}).get(node, 0.0) for t in turns)
+            for node in BEFORE_ANSWER
+        },
         prompt_at=prompt_at,
         prefix_share=[r["prefix_tokens"] / r["prompt_tokens"] for r in from_turn_5],
         prompt_tokens=sum(r["prompt_tokens"] for r in from_turn_5),
@@ -332,6 +346,12 @@ def report(label: str, sessions: int, f: Figures) -> None:
             f"      turns with a follow-up rewrite    p50 {statistics.median(rewritten):.1f} ms"
             f"   (n={len(rewritten)})"
         )
+    print(
+        f"      the app's own work (less the calls waited for)  p50 "
+        f"{statistics.median(f.own_ms):.1f} ms   p95 {percentile(f.own_ms, 95):.1f} ms"
+    )
+    nodes = "  ".join(f"{k} {v:.1f}" for k, v in f.node_p50_ms.items())
+    print(f"      nodes before the answer, p50 ms   {nodes}")
     prompts = "   ".join(f"turn {k}: {v}" for k, v in f.prompt_at.items())
     print(f"    prompt tokens                       {prompts}")
     if f.prefix_share:
