@@ -1,7 +1,7 @@
 """The model's turn with a provider-shaped model: calls per turn, first token, prompt cache.
 
     python -m bench.model_turn [--turns 200] [--sessions 1,16] [--tokens 40]
-                               [--baseline-ref main | --no-baseline]
+                               [--baseline-ref REF | --no-baseline]
 
 Runs the real app (uvicorn, `THREADLINE_LLM=openai-compatible`, the real provider code) against
 `ShapedOpenAI` (bench/fake_shaped.py: 300 ms to the first token, then 50 tokens/s, usage with
@@ -10,7 +10,7 @@ cached tokens the way OpenAI counts them) on loopback, and drives `/chat/stream`
 question is a follow-up ("And the second one?"), so the rewrite is counted apart.
 
 The same run measures two builds of the app: this checkout and, as the baseline, the code of
-`--baseline-ref` (exported with `git archive` into a temporary directory and run there with
+`--baseline-ref` (by default where this branch left `main`; exported with `git archive` into a temporary directory and run there with
 the same Python environment, its own embedded PostgreSQL, the same fake model and the same
 questions). Comparing builds rather than a switch inside the new code measures today's
 behaviour itself — its in-turn summary and its prompt order — rather than an imitation of it.
@@ -424,7 +424,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--sessions", default="1,16", help="concurrencies, comma-separated")
     parser.add_argument("--tokens", type=int, default=40, help="answer length, in tokens")
-    parser.add_argument("--baseline-ref", default="main", help="git ref of today's code")
+    parser.add_argument(
+        "--baseline-ref",
+        default=None,
+        help="git ref of today's code (default: where this branch left main)",
+    )
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--prepare", metavar="OWNER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -437,6 +441,14 @@ def main() -> None:
         f"Model turn: {args.turns} turns per session, answers of {args.tokens} tokens, "
         f"model 300 ms to first token then 50 tokens/s (Redis: {redis_url or 'in-process'})"
     )
+    if args.baseline_ref is None:  # main may have moved on (and need other packages)
+        args.baseline_ref = subprocess.run(
+            [shutil.which("git") or "git", "merge-base", "HEAD", "main"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()[:12]
     builds: list[tuple[str, str | None]] = [("this build", None)]
     if not args.no_baseline:
         builds.insert(0, (f"baseline {args.baseline_ref}", args.baseline_ref))
