@@ -10,10 +10,11 @@ cached tokens the way OpenAI counts them) on loopback, and drives `/chat/stream`
 question is a follow-up ("And the second one?"), so the rewrite is counted apart.
 
 The same run measures two builds of the app: this checkout and, as the baseline, the code of
-`--baseline-ref` (by default where this branch left `main`; exported with `git archive` into a temporary directory and run there with
-the same Python environment, its own embedded PostgreSQL, the same fake model and the same
-questions). Comparing builds rather than a switch inside the new code measures today's
-behaviour itself — its in-turn summary and its prompt order — rather than an imitation of it.
+`--baseline-ref` (by default where this branch left `main`; exported with `git archive` into
+a temporary directory and run there with the same Python environment, its own embedded
+PostgreSQL, the same fake model and the same questions). Comparing builds rather than a
+switch inside the new code measures today's behaviour itself — its in-turn summary and its
+prompt order — rather than an imitation of it.
 
 Reported per build and concurrency:
   * model calls before the first token, per turn: the answer's call plus every call that
