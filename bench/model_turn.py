@@ -27,6 +27,9 @@ Reported per build and concurrency:
     answer prompt (exact, cl100k tokens), from turn 5 on, and the share OpenAI would have
     billed as cached.
 
+Over 300 lines: preparing a build, driving it and attributing the fake model's requests to
+turns stay in one module, which the baseline export copies whole into the older checkout.
+
 Tools are off (`THREADLINE_AGENT_TOOLS=false`): the fake model never calls them, and the
 always-retrieve path puts retrieved passages into the prompt, as a real turn's would be.
 """
