@@ -27,6 +27,7 @@ from app.core.jobs import CeleryJobs, InProcessJobs, JobRunner
 from app.core.redis import RedisHandle
 from app.embeddings import factory as embedders
 from app.embeddings.space import EmbeddingMismatchError, check_embedding_space
+from app.graph.summary_job import SummaryDeps, summary_handlers
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
@@ -95,8 +96,13 @@ async def open_ingestion(
 
 def build_history(settings: Settings, redis: RedisHandle) -> HistoryStore:
     """The per-session history cache in Redis, sized by the settings."""
+    # Beyond the window, room for the turns waiting for the background summary: a batch,
+    # and a batch more while the job runs.
     return HistoryStore(
-        redis, limit=settings.history_turns, ttl_seconds=settings.history_cache_ttl_seconds
+        redis,
+        limit=settings.history_turns,
+        ttl_seconds=settings.history_cache_ttl_seconds,
+        slack=2 * settings.summary_batch_turns,
     )
 
 
@@ -128,13 +134,19 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
 
 def build_jobs(
-    settings: Settings, ingestion: IngestionDeps, kb_status: KnowledgeBaseStatus | None = None
+    settings: Settings,
+    ingestion: IngestionDeps,
+    kb_status: KnowledgeBaseStatus | None = None,
+    summaries: SummaryDeps | None = None,
 ) -> InProcessJobs | CeleryJobs:
     """Where jobs go: to the Celery workers when a broker is configured, else to tasks of
-    this process that run them with `ingestion`."""
+    this process that run them with `ingestion` (and fold summaries with `summaries`)."""
     if settings.celery_broker_url:
         return CeleryJobs(create_celery(settings))
-    return InProcessJobs(ingestion_handlers(ingestion, kb_status))
+    handlers = ingestion_handlers(ingestion, kb_status)
+    if summaries is not None:
+        handlers.update(summary_handlers(summaries))
+    return InProcessJobs(handlers)
 
 
 def build_recovery(

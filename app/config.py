@@ -96,6 +96,16 @@ class Settings(BaseSettings):
     context_tokens_per_result: int = Field(default=500, ge=0)
     context_max_tokens: int = Field(default=8000, ge=100)
     summary_max_tokens: int = Field(default=400, ge=50)
+    # --- The model turn: summary off the turn's path, prompt cache (ADR 0035) --------------
+    summary_batch_turns: int = Field(default=5, ge=1, le=50)
+    """Turns folded into a session's running summary at once, in the background, when at
+    least this many have left the history window (the prompt's prefix changes only then)."""
+    summary_claim_seconds: float = Field(default=120.0, gt=0)
+    """How long a summary job's claim on a session holds: another job may fold that session
+    only once the claim has lapsed (a job that died)."""
+    cached_token_ratio: float | None = Field(default=None, ge=0, le=1)
+    """Share of a prompt token's cost that a cached one counts for in the token quotas. None:
+    the provider's ratio (OpenAI 0.5, Anthropic 0.1, others 1.0)."""
     retrieval_k: int = Field(default=5, ge=1, le=50)
     retrieval_candidates: int = Field(default=40, ge=1, le=1000)
     """Candidates each leg (dense, lexical) brings to the fusion."""

@@ -84,7 +84,9 @@ async def build_resources(settings: Settings) -> Resources:
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread
-    jobs = build_jobs(settings, ingestion, context.kb_status)
+    # The summary job reads the context's responder when it runs (tests may swap it).
+    jobs = build_jobs(settings, ingestion, context.kb_status, summaries=context)
+    context.jobs = jobs
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
     finisher = OrphanFinisher(context, guards.streams.buffer, guards.idempotency)

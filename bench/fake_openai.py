@@ -2,6 +2,8 @@
 hop to the model (the app reaches it through THREADLINE_LLM=openai-compatible).
 
     python -m bench.fake_openai --port 8900 [--tokens 30] [--interval 0.2]
+    python -m bench.fake_openai --port 8900 --shaped [--tokens 40]
+
 
 `POST /v1/chat/completions` answers every prompt with the same `--tokens` words, one every
 `--interval` seconds: streamed as `chat.completion.chunk` events ending with a usage chunk
@@ -9,6 +11,11 @@ hop to the model (the app reaches it through THREADLINE_LLM=openai-compatible).
 `chat.completion` after the same total time. Tools offered are ignored: the model always
 answers in text, so the app's tool loop ends after one call. A plain ASGI app, so that the
 server itself costs next to nothing beside the process under test.
+
+`--shaped` serves `ShapedOpenAI` instead: a provider's shape rather than a fixed pace — 300 ms
+to the first token, then 50 tokens/s, answers that differ with the prompt, usage that reports
+cached prompt tokens the way OpenAI does, and a record of every request at `GET /v1/stats`
+(see bench/model_turn.py).
 """
 
 from __future__ import annotations
@@ -155,8 +162,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokens", type=int, default=30)
     parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--shaped", action="store_true", help="ShapedOpenAI (a provider's shape)")
     args = parser.parse_args()
-    app = FakeOpenAI(args.tokens, args.interval)
+    if args.shaped:
+        from bench.fake_shaped import ShapedOpenAI
+
+        app: Any = ShapedOpenAI(args.tokens)
+    else:
+        app = FakeOpenAI(args.tokens, args.interval)
     # Loopback only: this server exists for benchmarks on this machine.
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 

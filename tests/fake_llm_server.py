@@ -26,6 +26,9 @@ from starlette.routing import Route
 
 from tests.server_process import free_port
 
+CACHED_PROMPT_TOKENS = 8
+"""Of the 10 prompt tokens every answer reports, those OpenAI would say came from its cache."""
+
 Answer = Callable[[str], tuple[list[str], float]]
 """From the prompt's last message: the answer's pieces and the delay before each."""
 
@@ -61,6 +64,7 @@ def build_app(answer: Answer) -> Starlette:
             "prompt_tokens": 10,
             "completion_tokens": len(pieces),
             "total_tokens": 10 + len(pieces),
+            "prompt_tokens_details": {"cached_tokens": CACHED_PROMPT_TOKENS},
         }
         if not body.get("stream"):  # summaries and rewrites ask for the whole text at once
             message = {"role": "assistant", "content": "".join(pieces)}

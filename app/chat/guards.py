@@ -12,7 +12,7 @@ from app.chat.streaming.hub import StreamHub
 from app.chat.streaming.run import RunOutcome
 from app.config import Settings
 from app.core.redis import RedisHandle
-from app.limits.limiter import UsageLimiter
+from app.limits.limiter import UsageLimiter, chargeable_tokens
 from app.observability import metrics
 
 
@@ -65,7 +65,7 @@ class ChatGuards:
             usage = done.get("usage") or {}
             stopped = bool(done.get("stopped"))
             metrics.STREAMS_ENDED.labels(outcome="stopped" if stopped else "complete").inc()
-            tokens = int(usage.get("total_tokens", usage.get("completion_tokens", 0)) or 0)
+            tokens = chargeable_tokens(usage, self.limiter.cached_ratio)
             source = (done.get("context_metadata") or {}).get("history_source")
             if source in ("cache", "database"):
                 result = "hit" if source == "cache" else "miss"

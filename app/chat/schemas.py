@@ -85,6 +85,8 @@ class UsageOut(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_prompt_tokens: int = 0
+    """Of `prompt_tokens`, those the provider read from its prompt cache (billed lower)."""
 
 
 class ChatResponse(BaseModel):
@@ -136,6 +138,7 @@ def chat_answer(
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": int(usage.get("total_tokens", prompt + completion)),
+            "cached_prompt_tokens": int(usage.get("cached_prompt_tokens", 0) or 0),
         },
         "model": done.get("model") or "",
         "latency_ms": done.get("latency_ms"),

@@ -38,18 +38,27 @@ class JobRunner(Protocol):
         """Start or publish `job` (called after its transaction committed)."""
 
 
-def enqueue_after_commit(db: Any, job: Job) -> None:
-    """Hand `job` to the session's runner once the (async or sync) session commits."""
+def enqueue_after_commit(db: Any, job: Job, *, optional: bool = False) -> None:
+    """Hand `job` to the session's runner once the (async or sync) session commits.
+
+    `optional`: a job whose loss only delays work (the summary job: the next turn enqueues
+    it again) is logged if it cannot be handed over (a broker down), instead of failing the
+    commit's caller after its data is stored."""
     info = db.info
-    on_commit(db, lambda: _submit(info, job))
+    on_commit(db, lambda: _submit(info, job, optional))
 
 
-def _submit(info: dict[str, Any], job: Job) -> None:
+def _submit(info: dict[str, Any], job: Job, optional: bool = False) -> None:
     runner: JobRunner | None = info.get(RUNNER)
     if runner is None:
         logger.error("jobs committed without a runner", extra={"jobs": [job.name]})
         return
-    runner.submit(job)
+    try:
+        runner.submit(job)
+    except Exception:
+        if not optional:
+            raise
+        logger.warning("optional job not enqueued", extra={"job": job.name}, exc_info=True)
 
 
 Handler = Callable[..., Awaitable[Any]]

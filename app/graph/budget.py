@@ -4,8 +4,14 @@ Pure functions over the state's data, so the rules are easy to test and to chang
 covers the whole prompt (instructions, summary, history, sources and the question):
 `min(max, base + per_result * results)`. Sections are filled in the composition's priority
 order; a passage that does not fit whole is cut to what is left (if at least
-`MIN_PASSAGE_TOKENS`), else dropped; history is filled newest first, and the turns that do not
-fit are handed back to be folded into the session's summary — never silently lost.
+`MIN_PASSAGE_TOKENS`), else dropped; history is filled newest first, and the oldest turns that
+do not fit are left out of this prompt — recorded in the manifest, and never lost: the
+background summary job folds them (ADR 0035).
+
+The prompt is ordered for the providers' prompt caches: what stays the same from one turn to
+the next comes first — the instructions, the running summary (it changes only when a batch of
+turns is folded), the history in the order it grew — and what is new every turn comes last:
+the retrieved sources and the question, in one final message.
 """
 
 from __future__ import annotations
@@ -58,8 +64,13 @@ class BuiltContext:
     sources: list[SourceRef]
     history_included: list[HistoryTurn]
     overflow: list[HistoryTurn]
-    """Older turns that did not fit: to be folded into the summary."""
+    """Older turns that did not fit: left out of this prompt until the summary covers them."""
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def summary_message(summary: str) -> str:
+    """The running summary as its own system message, after the instructions."""
+    return f"Summary of the earlier conversation:\n{summary}"
 
 
 def token_budget(settings: BudgetSettings, results: int) -> int:
@@ -196,7 +207,7 @@ def build_context(
             {
                 "kind": "history",
                 "turns": len(overflow),
-                "reason": "folded into the session summary",
+                "reason": "over budget; the background summary will cover them",
             }
         )
 
@@ -213,10 +224,10 @@ def build_context(
         for i, (p, text, _) in enumerate(chosen, start=1)
     ]
     source_block = quoted_sources(sources)
-    system = SYSTEM_PROMPT
+    # Stable first (instructions, summary, history as it grew), new last (sources, question).
+    prompt = [ChatMessage(role="system", content=SYSTEM_PROMPT)]
     if use_summary:
-        system += f"\n\nSummary of the earlier conversation:\n{summary}"
-    prompt = [ChatMessage(role="system", content=system)]
+        prompt.append(ChatMessage(role="system", content=summary_message(summary)))
     for turn in kept:
         prompt += _turn_messages(turn)
     final = f"Sources:\n{source_block}\n\nQuestion: {question}" if sources else question
@@ -244,6 +255,7 @@ def build_context(
         "history_turns_included": len(kept),
         "history_turn_ids": [t["turn_id"] for t in kept],
         "summary_included": use_summary,
+        "stable_prefix_messages": len(prompt) - 1,
         "quality_score": quality_score(composition, chosen, len(passages), bool(truncated)),
     }
     return BuiltContext(prompt, sources, kept, overflow, metadata)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.core.db import TENANT
+from app.core.jobs import RUNNER, JobRunner
 from app.embeddings.base import Embedder
 from app.guardrails.policy import TenantPolicies
 from app.llm.responder import Responder
@@ -36,11 +37,16 @@ class TurnContext:
     embedder: Embedder
     """For the FAQ fast path (the retriever embeds on its own)."""
     kb_status: KnowledgeBaseStatus = field(default_factory=KnowledgeBaseStatus)
+    jobs: JobRunner | None = None
+    """Where jobs a turn enqueues after its commit go (the summary job); set once the
+    lifespan has built the runner."""
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
         """A database session scoped to the tenant, committed when the block ends without error."""
         async with self.sessionmaker() as db:
             db.info[TENANT] = tenant_id
+            if self.jobs is not None:
+                db.info[RUNNER] = self.jobs  # jobs enqueued here run after the commit
             async with db.begin():
                 yield db

@@ -60,8 +60,9 @@ class TurnState(TypedDict):
     history_source: str
     summary: Working[str]
     summarized_turns: int
-    unsummarized: Working[list[HistoryTurn]]
-    """Turns older than the loaded window that the summary does not cover yet."""
+    awaiting_summary: Working[int]
+    """Turns the summary does not cover yet that are older than the history cache: left out
+    of this turn's prompt, they wait for the background fold (ADR 0035)."""
     recent_turns: Working[list[HistoryTurn]]
     """The session's newest finished turns as loaded (the history cache's view), so persist
     can extend the cached snapshot without reading them again."""
@@ -81,8 +82,6 @@ class TurnState(TypedDict):
     sources: Working[list[SourceRef]]
     context_metadata: Annotated[dict[str, Any], operator.or_]
     """The turn's manifest, stored with its row: each node merges in its own keys."""
-    new_summary: Working[str | None]
-    new_summarized_turns: Working[int]
     # --- generate -------------------------------------------------------------------------
     answer: str
     model: str
@@ -129,7 +128,7 @@ def initial_state(
         history_source="",
         summary="",
         summarized_turns=0,
-        unsummarized=[],
+        awaiting_summary=0,
         recent_turns=[],
         finished_turns=0,
         active_attachment_ids=[],
@@ -143,8 +142,6 @@ def initial_state(
         # The reducer would merge this turn's keys into the previous turn's (the thread's
         # checkpoint holds them): the turn starts from an empty manifest instead.
         context_metadata=cast(dict[str, Any], Overwrite({})),
-        new_summary=None,
-        new_summarized_turns=0,
         answer="",
         model="",
         usage=Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0),

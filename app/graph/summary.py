@@ -1,14 +1,32 @@
-"""The session's running summary: older turns folded in, progressively, within a token cap."""
+"""The session's running summary: older turns folded in, a batch at a time, within a token cap.
+
+The fold itself runs in the background (app/graph/summary_job.py); this module holds what a
+turn and the job share: when a fold is due, the job's name, and the two ways to fold."""
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
 
+from app.core.jobs import Job
 from app.llm.tokens import count_tokens
 from app.turns.types import ChatMessage, HistoryTurn
 
 OMITTED = "(earlier turns omitted)"
+SUMMARIZE = "threadline.summarize"
+
+
+def summary_job(tenant_id: uuid.UUID, session_id: uuid.UUID) -> Job:
+    """The job that brings one session's summary up to date."""
+    return Job(SUMMARIZE, {"tenant_id": str(tenant_id), "session_id": str(session_id)})
+
+
+def fold_due(finished: int, summarized: int, window: int, batch: int) -> int:
+    """How many turns to fold now: those that left the history window uncovered, once they
+    are at least a batch (else 0)."""
+    due = finished - summarized - window
+    return due if due >= batch else 0
 
 
 def _clip(text: str, words: int) -> str:

@@ -9,14 +9,19 @@ EXPIRE), the token counters hold what finished turns used today (UTC). A tenant'
 limits (chat keeps answering; `/readyz` reports Redis). Redis answering but a check failing (no
 pooled connection free in time, say) is a 503 with `Retry-After`, never a request let through
 unchecked (docs/adr/0015).
+
+Cached prompt tokens (read from the provider's prompt cache) count for a share of a token:
+`THREADLINE_CACHED_TOKEN_RATIO`, by default the provider's own price ratio (ADR 0035).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +55,25 @@ return 1
 """
 
 
+PROVIDER_CACHED_RATIO = {"openai": 0.5, "openai-compatible": 0.5, "anthropic": 0.1}
+"""What a cached prompt token costs against a fresh one: OpenAI bills cached input at half
+price (gpt-4o, gpt-4o-mini; less on newer models), Anthropic cache reads at a tenth."""
+
+
+def cached_token_ratio(settings: Settings) -> float:
+    """The configured ratio, else the provider's (1.0: no discount, e.g. extractive)."""
+    if settings.cached_token_ratio is not None:
+        return settings.cached_token_ratio
+    return PROVIDER_CACHED_RATIO.get(settings.llm, 1.0)
+
+
+def chargeable_tokens(usage: Mapping[str, Any], ratio: float) -> int:
+    """A turn's tokens as the quota counts them: cached prompt tokens at `ratio`."""
+    total = int(usage.get("total_tokens", usage.get("completion_tokens", 0)) or 0)
+    cached = min(int(usage.get("cached_prompt_tokens", 0) or 0), total)
+    return total - cached + math.ceil(cached * ratio)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-minute request and per-day token limits for users and tenants (0: unlimited)."""
@@ -81,6 +105,7 @@ class UsageLimiter:
     def __init__(self, redis: RedisHandle, settings: Settings) -> None:
         self.redis = redis
         self.defaults = Limits.defaults(settings)
+        self.cached_ratio = cached_token_ratio(settings)
         self.cache_seconds = settings.tenant_policy_cache_seconds
         self._overrides: TenantCache[dict[str, Any]] = TenantCache()
         self._charge = redis.client.register_script(_CHARGE)

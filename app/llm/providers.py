@@ -54,4 +54,5 @@ def build_responder(settings: Settings) -> Responder:
         timeout=settings.llm_timeout_seconds,
         max_retries=2,
     )
-    return ChatModelResponder(anthropic, model)
+    # Anthropic caches a prompt's prefix only up to explicit breakpoints (ADR 0035).
+    return ChatModelResponder(anthropic, model, cache_breakpoints=True)

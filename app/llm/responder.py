@@ -3,17 +3,22 @@
 `ChatModelResponder` wraps any LangChain chat model (OpenAI, Anthropic, OpenAI-compatible, or a
 fake in tests). `ExtractiveResponder` needs no model: it answers from the retrieved passages
 with numbered citations, and says that it is extractive.
+
+Prompt caching (ADR 0035): the prompt starts with what stays the same from turn to turn. OpenAI
+caches such a prefix by itself; Anthropic caches only up to `cache_control` breakpoints, which
+`to_langchain` marks when asked. Each call's usage records how many prompt tokens the provider
+read from its cache (`cached_prompt_tokens`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from app.llm.tokens import count_tokens
 from app.turns.types import ChatMessage, HistoryTurn, SourceRef
@@ -25,7 +30,19 @@ class Generation:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens the provider read from its prompt cache (included in prompt_tokens)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens the provider wrote to its cache (Anthropic; included in prompt_tokens)."""
     text: list[str] = field(default_factory=list)
+
+    def add_usage(self, usage: Mapping[str, Any]) -> None:
+        """Add a LangChain `usage_metadata` (one call's, or one chunk's) to the counts."""
+        self.prompt_tokens += int(usage.get("input_tokens", 0) or 0)
+        self.completion_tokens += int(usage.get("output_tokens", 0) or 0)
+        cached, written = cache_tokens(usage)
+        self.cached_prompt_tokens += cached
+        self.cache_write_tokens += written
 
     def count(self, prompt: Sequence[ChatMessage]) -> None:
         """Usage counted with the tokenizer: for providers that report none, and offline."""
@@ -49,6 +66,8 @@ class Responder(Protocol):
 
     model_name: str
     uses_language_model: bool
+    cache_breakpoints: bool
+    """Whether prompts get `cache_control` breakpoints (Anthropic)."""
 
     def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         """Yield the answer's text deltas; record usage in `generation`."""
@@ -63,10 +82,51 @@ class Responder(Protocol):
         ...
 
 
-def to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
-    """The prompt as LangChain messages: `convert_to_messages` maps the roles; this only
-    hands it our typed messages as the (role, content) pairs it accepts."""
-    return convert_to_messages([(message["role"], message["content"]) for message in messages])
+def cache_tokens(usage: Mapping[str, Any] | None) -> tuple[int, int]:
+    """Prompt tokens read from and written to the provider's cache, from a LangChain
+    `usage_metadata`: `input_token_details.cache_read` (OpenAI's
+    `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`) and
+    `cache_creation` (Anthropic's `cache_creation_input_tokens`)."""
+    details = (usage or {}).get("input_token_details") or {}
+    return int(details.get("cache_read", 0) or 0), int(details.get("cache_creation", 0) or 0)
+
+
+CACHE_CONTROL = {"type": "ephemeral"}
+_MESSAGE = {"user": HumanMessage, "assistant": AIMessage, "system": SystemMessage}
+
+
+def _marked(text: str) -> list[str | dict[Any, Any]]:
+    return [{"type": "text", "text": text, "cache_control": dict(CACHE_CONTROL)}]
+
+
+def to_langchain(
+    messages: Sequence[ChatMessage], *, cache_breakpoints: bool = False
+) -> list[BaseMessage]:
+    """The prompt as LangChain messages.
+
+    The leading system messages (the instructions, then the running summary) become one system
+    message, as Anthropic accepts only one. With `cache_breakpoints` (Anthropic), each of them
+    and the newest history message (the one before the question) end with a `cache_control`
+    breakpoint: three of the four Anthropic allows, each the end of a prefix the next turn
+    repeats."""
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    converted: list[BaseMessage] = []
+    if lead:
+        system = [m["content"] for m in messages[:lead]]
+        if cache_breakpoints:
+            converted.append(SystemMessage(content=[b for text in system for b in _marked(text)]))
+        else:
+            converted.append(SystemMessage(content="\n\n".join(system)))
+    rest = messages[lead:]
+    for index, message in enumerate(rest):
+        kind = _MESSAGE[message["role"]]
+        if cache_breakpoints and index == len(rest) - 2:
+            converted.append(kind(content=_marked(message["content"])))
+        else:
+            converted.append(kind(content=message["content"]))
+    return converted
 
 
 class ChatModelResponder:
@@ -74,18 +134,24 @@ class ChatModelResponder:
 
     uses_language_model = True
 
-    def __init__(self, model: BaseChatModel, model_name: str) -> None:
+    def __init__(
+        self, model: BaseChatModel, model_name: str, *, cache_breakpoints: bool = False
+    ) -> None:
         self.model = model
         self.model_name = model_name
+        self.cache_breakpoints = cache_breakpoints
+
+    def messages(self, prompt: Sequence[ChatMessage]) -> list[BaseMessage]:
+        """The prompt as this provider's LangChain messages (with its cache breakpoints)."""
+        return to_langchain(prompt, cache_breakpoints=self.cache_breakpoints)
 
     async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         """Stream the model's answer, counting its tokens."""
         reported = False
-        async for chunk in self.model.astream(to_langchain(request.prompt)):
+        async for chunk in self.model.astream(self.messages(request.prompt)):
             usage = getattr(chunk, "usage_metadata", None)
             if usage:
-                generation.prompt_tokens += int(usage.get("input_tokens", 0))
-                generation.completion_tokens += int(usage.get("output_tokens", 0))
+                generation.add_usage(usage)
                 reported = True
             text = chunk.text
             if text:
@@ -98,20 +164,19 @@ class ChatModelResponder:
         """The model's whole answer in one call, counting its tokens."""
         # One call instead of a stream: per-chunk work (callbacks, merging chunks, one event
         # each) was most of a turn's own cost with a fast model, for text nobody watched.
-        message = await self.model.ainvoke(to_langchain(request.prompt))
+        message = await self.model.ainvoke(self.messages(request.prompt))
         text = message.text
         generation.text.append(text)
         usage = getattr(message, "usage_metadata", None)
         if usage:
-            generation.prompt_tokens = int(usage.get("input_tokens", 0))
-            generation.completion_tokens = int(usage.get("output_tokens", 0))
+            generation.add_usage(usage)
         else:
             generation.count(request.prompt)
         return text
 
     async def complete(self, prompt: Sequence[ChatMessage]) -> str | None:
         """The model's reply to a prompt outside a turn (None if empty)."""
-        result = await self.model.ainvoke(to_langchain(prompt))
+        result = await self.model.ainvoke(self.messages(prompt))
         return result.text.strip() or None
 
 
@@ -149,6 +214,7 @@ class ExtractiveResponder:
 
     model_name = "extractive"
     uses_language_model = False
+    cache_breakpoints = False
 
     def __init__(self, max_sources: int = 3, sentences_per_source: int = 2) -> None:
         self.max_sources = max_sources

@@ -26,6 +26,8 @@ class ChatSession(TenantOwned, Timestamped, Base):
     summary: Mapped[str | None] = mapped_column(Text)
     """Progressive summary of the turns that no longer fit the context budget."""
     summarized_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    summary_claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Set while a background job folds turns into the summary (one job at a time)."""
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True),
         server_default=func.clock_timestamp(),

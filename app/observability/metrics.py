@@ -2,7 +2,8 @@
 
 Module-level collectors in the default registry: one set per process, which is what a
 Prometheus scrape of that process expects. The cache hit ratio is hits / (hits + misses)
-of `threadline_history_cache_total`.
+of `threadline_history_cache_total`; the prompt cache's share is cached_prompt / prompt of
+`threadline_tokens_total`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ TURN_SECONDS = Histogram(
     ["status"],
     buckets=_BUCKETS,
 )
-TOKENS = Counter("threadline_tokens", "Model tokens used by chat turns.", ["kind"])
+TOKENS = Counter(
+    "threadline_tokens",
+    "Model tokens used by chat turns: prompt, completion, and cached_prompt (the prompt tokens "
+    "the provider read from its prompt cache, also counted in prompt).",
+    ["kind"],
+)
 STREAMS_STARTED = Counter("threadline_streams_started", "SSE streams started.", ["kind"])
 STREAMS_ACTIVE = Gauge("threadline_streams_active", "SSE streams being sent right now.")
 STREAMS_ENDED = Counter("threadline_streams_ended", "Turns ended, by how.", ["outcome"])
@@ -31,6 +37,11 @@ HISTORY_CACHE = Counter(
 )
 LIMIT_REJECTIONS = Counter(
     "threadline_limit_rejections", "Chat requests refused by a limit.", ["scope", "kind"]
+)
+SUMMARY_JOBS = Counter(
+    "threadline_summary_jobs",
+    "Background summary jobs, by outcome (folded, failed, busy, not_due, superseded).",
+    ["outcome"],
 )
 IDEMPOTENT_REPLAYS = Counter(
     "threadline_idempotent_replays", "Retries answered without a new model call.", ["endpoint"]
@@ -43,6 +54,6 @@ def record_turn(
     """Record a finished turn's node times, token usage and wall time."""
     for node, ms in node_ms.items():
         NODE_SECONDS.labels(node=node).observe(ms / 1000)
-    for kind in ("prompt_tokens", "completion_tokens"):
+    for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
         TOKENS.labels(kind=kind.removesuffix("_tokens")).inc(int(usage.get(kind, 0) or 0))
     TURN_SECONDS.labels(status=status).observe(turn_ms / 1000)

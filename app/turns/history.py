@@ -33,16 +33,22 @@ class HistorySnapshot(TypedDict):
     summarized_turns: int
 
 
-# Turns cached beyond the history window: the ones about to leave it, so folding them into the
-# running summary needs no query.
-FOLD_SLACK = 5
+# Turns cached beyond the history window by default: the ones that left it and wait for the
+# background summary, so a turn reads every turn the summary does not cover without a query.
+FOLD_SLACK = 10
 
 # Store a snapshot unless the session was erased meanwhile or a newer snapshot (more finished
-# turns) is already there: the check and the write in one round trip, atomically.
+# turns, or as many with a summary covering more of them: the background fold and a turn may
+# store at once) is already there: the check and the write in one round trip, atomically.
 _STORE_NEWEST = """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local current = redis.call('GET', KEYS[1])
-if current and cjson.decode(current)['total'] > tonumber(ARGV[2]) then return 0 end
+if current then
+  local held = cjson.decode(current)
+  local total, covered = tonumber(ARGV[2]), tonumber(ARGV[4])
+  if held['total'] > total then return 0 end
+  if held['total'] == total and (held['summarized_turns'] or 0) > covered then return 0 end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
 return 1
 """
@@ -51,9 +57,13 @@ return 1
 class HistoryStore:
     """A session's recent history: read from the Redis cache, else PostgreSQL, and kept fresh."""
 
-    def __init__(self, redis: RedisHandle, *, limit: int, ttl_seconds: int) -> None:
+    def __init__(
+        self, redis: RedisHandle, *, limit: int, ttl_seconds: int, slack: int = FOLD_SLACK
+    ) -> None:
         self.redis = redis
         self.limit = limit
+        self.slack = slack
+        """Turns kept beyond the window: those waiting to be folded into the summary."""
         self.ttl = ttl_seconds
         self._store_newest = redis.client.register_script(_STORE_NEWEST)
 
@@ -85,7 +95,7 @@ class HistoryStore:
         session_id: uuid.UUID,
         summary: tuple[str, int] | None = None,
     ) -> HistorySnapshot:
-        cached = self.limit + FOLD_SLACK if self.limit else 0
+        cached = self.limit + self.slack if self.limit else 0
         turns, total = await TurnRepository(db, tenant_id).recent(session_id, cached)
         if summary is None:
             summary = await SessionStateRepository(db, tenant_id).summary(session_id)
@@ -122,7 +132,7 @@ class HistoryStore:
     ) -> HistorySnapshot:
         """`snapshot` with one more finished turn: valid when no other turn of the session
         finished since `snapshot` was taken (the caller checks)."""
-        keep = self.limit + FOLD_SLACK if self.limit else 0
+        keep = self.limit + self.slack if self.limit else 0
         turns = [*snapshot["turns"], turn][-keep:] if keep else []
         return HistorySnapshot(
             turns=turns,
@@ -134,12 +144,19 @@ class HistoryStore:
     async def store(
         self, tenant_id: uuid.UUID, session_id: uuid.UUID, snapshot: HistorySnapshot
     ) -> None:
-        """Cache `snapshot` unless a newer one (more finished turns) is already there: two
-        turns of one session finishing close together must not leave the older view."""
+        """Cache `snapshot` unless a newer one (more finished turns, or a summary covering
+        more) is already there: two turns of one session finishing close together, or a turn
+        and the summary job, must not leave the older view."""
         keys = [self.key(tenant_id, session_id), mark_key(self.redis, session_id)]
         try:
             await self._store_newest(
-                keys=keys, args=[json.dumps(snapshot), snapshot["total"], self.ttl]
+                keys=keys,
+                args=[
+                    json.dumps(snapshot),
+                    snapshot["total"],
+                    self.ttl,
+                    snapshot["summarized_turns"],
+                ],
             )
         except Exception:
             logger.warning("history cache unavailable", exc_info=True)

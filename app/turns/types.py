@@ -6,7 +6,7 @@ stored in `query_history` as they are.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 
 class ChatMessage(TypedDict):
@@ -56,3 +56,5 @@ class Usage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_prompt_tokens: NotRequired[int]
+    """Of `prompt_tokens`, those the provider read from its prompt cache (0 if none)."""

@@ -8,8 +8,10 @@ Tasks running at the same time (the `threads` pool, or several processes' worth 
 concurrency in one) then share the embedder's calls and the claim and index-write
 transactions exactly as in an API process (docs/adr/0014, 0017).
 
-The same loop runs the ingestion recovery (`app.ingestion.recovery`): at start-up and then
-periodically it queues lost ingestions again, through the broker. And it runs the retention
+The summary job (`app.graph.summary_job`) runs there too, with the configured chat model
+(`responder`, built on first use). The same loop runs the ingestion recovery
+(`app.ingestion.recovery`): at start-up and then periodically it queues lost ingestions
+again, through the broker. And it runs the retention
 sweep beat schedules (`app.retention.tasks`), on the same engine, with the Redis history
 cache the sweep clears. Everything is built by `app.bootstrap`, as the API's is.
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from app.core.redis import RedisHandle
     from app.ingestion.pipeline import IngestionDeps
     from app.ingestion.recovery import RecoveryLoop
+    from app.llm.responder import Responder
     from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ class WorkerRuntime:
     ingestion: IngestionDeps
     redis: RedisHandle
     history: HistoryStore
+    _responder: Responder | None = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -97,6 +101,15 @@ class WorkerRuntime:
         self.sessionmaker = database.sessionmaker
         self.redis = build_redis(settings)
         self.history = build_history(settings, self.redis)
+
+    @property
+    def responder(self) -> Responder:
+        """The configured chat model, built on first use (for the summary job)."""
+        if self._responder is None:
+            from app.llm.providers import build_responder
+
+            self._responder = build_responder(self.settings)
+        return self._responder
 
     async def ingestion_handlers(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         """The ingestion jobs' handlers, built on first use: the embedder is loaded and checked

@@ -15,6 +15,8 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from celery.signals import worker_shutdown as worker_stopping
 
+from app.graph.summary import SUMMARIZE
+from app.graph.summary_job import fold_session
 from app.ingestion.jobs import INGEST
 from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app
@@ -40,6 +42,16 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
         return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
 
     return runtime.run(run())
+
+
+@celery_app.task(name=SUMMARIZE)
+def summarize(tenant_id: str, session_id: str) -> str:
+    """Fold a session's due turns into its running summary (`folded`, `busy`, `not_due`,
+    `superseded` or `failed`: a failed fold waits for the next turn to enqueue it again)."""
+    import uuid
+
+    runtime = worker_runtime()
+    return runtime.run(fold_session(runtime, uuid.UUID(tenant_id), uuid.UUID(session_id)))
 
 
 @celery_app.task(name=SWEEP)

@@ -162,6 +162,9 @@ def _summarising_model(messages: list[BaseMessage]) -> str:
 async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, summariser: str
 ) -> None:
+    """Turns over the budget are cut from this turn's prompt (and recorded), never lost: the
+    background job folds the turns that left the window into the summary after the turn,
+    and the next turn reads the summary."""
     tenant = await make_tenant(db)
     user = await make_user(db, tenant)
     chat = await make_session(db, user)
@@ -173,6 +176,7 @@ async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
             answer=f"Answer {i}. " + LONG_ANSWER,
         )
     owner = await login(client, user)
+    app.state.resources.history.limit = 3
     context = app.state.resources.turn_context
     context.settings = context.settings.model_copy(
         update={
@@ -195,15 +199,13 @@ async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
     metadata = response.json()["context_metadata"]
     assert metadata["token_count"] <= metadata["token_budget"] == 600
     assert metadata["truncation_applied"] is True, metadata
-    assert 0 < metadata["history_turns_included"] < 8
-    assert metadata["summary"]["included"] is True
-    folded = metadata["summary"]["summarized_turns"]
-    assert folded == 8 - metadata["history_turns_included"]
-    expected = "Question 0 about topic0" if summariser == "rules" else "We covered topic0"
-    assert metadata["summary"]["method"] == summariser
-    if summariser == "llm":
-        assert expected in str(model.answer_prompts()[-1][0].content)  # the summary went in
+    included = metadata["history_turns_included"]
+    assert 0 < included < 8
+    cut = [t for t in metadata["truncated"] if t["kind"] == "history"]
+    assert cut and cut[0]["turns"] == 8 - included  # none folded inside the turn
+    assert metadata["summary"] == {"included": False, "summarized_turns": 0}
 
+    await app.state.resources.jobs.drain()  # the fold, after the turn
     await scope_to_tenant(db, tenant.id)
     stored = await db.scalar(
         select(ChatSession)
@@ -212,8 +214,20 @@ async def test_a_long_session_is_summarised_inside_the_budget_not_dropped(
     )
     await db.commit()
     assert stored is not None
-    assert stored.summarized_turns == folded
+    assert stored.summarized_turns == 9 - 3  # every turn but the window's three
+    expected = "Question 0 about topic0" if summariser == "rules" else "We covered topic0"
     assert expected in (stored.summary or "")
+
+    response = await client.post(
+        "/chat",
+        json={"session_id": str(chat.id), "message": "And what else did we cover?"},
+        headers=owner.headers,
+    )
+    assert response.status_code == 200, response.text
+    metadata = response.json()["context_metadata"]
+    assert metadata["summary"] == {"included": True, "summarized_turns": 6}
+    if summariser == "llm":
+        assert expected in str(model.answer_prompts()[-1][0].content)  # the summary went in
 
 
 async def test_a_disconnected_turn_stores_its_partial_answer_through_the_output_guardrail(

@@ -51,6 +51,7 @@ async def test_the_cache_extended_turn_by_turn_equals_a_rebuild_from_postgres(
     for i in range(7):
         response = await ask(client, owner, chat, f"What is the policy number {i}?")
         assert response.status_code == 200, response.text
+    await app.state.resources.jobs.drain()  # the background fold after the 7th turn
 
     cached, source = await history.load(db, tenant.id, chat.id)
     assert source == "cache"

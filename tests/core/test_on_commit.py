@@ -7,6 +7,7 @@ import uuid
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.jobs import RUNNER, Job, enqueue_after_commit
 from app.core.on_commit import on_commit
 from app.models import Tenant
 from app.tenants.repository import insert_tenant
@@ -52,3 +53,25 @@ async def test_a_failing_callback_lets_the_others_run_then_is_reported(db: Async
     with pytest.raises(RuntimeError, match="broker down"):
         await db.commit()
     assert ran == ["cache cleared"]
+
+
+class _RefusingBroker:
+    def submit(self, job: Job) -> None:
+        raise ConnectionError("broker down")
+
+
+async def test_an_optional_job_a_broker_refuses_is_logged_not_raised(
+    db: AsyncSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The summary job is optional: a turn whose data committed must not fail because the
+    broker refused it (the next turn enqueues it again); a required job still raises."""
+    db.info[RUNNER] = _RefusingBroker()
+    await _write(db)
+    enqueue_after_commit(db, Job("threadline.summarize"), optional=True)
+    await db.commit()
+    assert "optional job not enqueued" in caplog.text
+
+    await _write(db)
+    enqueue_after_commit(db, Job("threadline.ingest"))
+    with pytest.raises(ConnectionError, match="broker down"):
+        await db.commit()

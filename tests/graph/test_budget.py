@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from app.graph.budget import BudgetSettings, build_context, token_budget
+from app.graph.budget import SYSTEM_PROMPT, BudgetSettings, build_context, token_budget
 from app.llm.tokens import count_tokens
 from app.turns.types import HistoryTurn, PassageData
 
@@ -152,3 +152,69 @@ def test_truncation_keeps_an_exact_prefix_of_multibyte_text() -> None:
         head = truncate_to_tokens(text, limit)
         assert text.startswith(head)
         assert "\ufffd" not in head
+
+
+def test_the_prompt_starts_with_what_stays_and_ends_with_what_is_new() -> None:
+    """Cache-friendly order (ADR 0035): instructions, summary, history oldest first, then the
+    sources and the question together in the last message."""
+    built = build_context(
+        query="What about refunds?",
+        composition="pure_kb",
+        passages=[passage("a", "kb", "Refunds take 30 days.")],
+        history=[turn(1), turn(2)],
+        summary="Earlier: things.",
+        settings=DEFAULT,
+    )
+    roles = [m["role"] for m in built.prompt]
+    assert roles == ["system", "system", "user", "assistant", "user", "assistant", "user"]
+    assert built.prompt[0]["content"] == SYSTEM_PROMPT
+    assert built.prompt[1]["content"].endswith("Earlier: things.")
+    assert [m["content"] for m in built.prompt[2:6:2]] == ["Question 1?", "Question 2?"]
+    last = built.prompt[-1]["content"]
+    assert "Refunds take 30 days." in last and last.endswith("What about refunds?")
+    assert built.metadata["stable_prefix_messages"] == 6
+
+
+def test_the_next_turn_repeats_this_prompt_as_its_prefix() -> None:
+    """Between two folds the summary is unchanged and history only grows: every message but
+    the last (sources and question) comes back identical, in place."""
+    first = build_context(
+        query="q1",
+        composition="pure_kb",
+        passages=[passage("a", "kb", "Alpha text.")],
+        history=[turn(1), turn(2)],
+        summary="Earlier: things.",
+        settings=DEFAULT,
+    )
+    second = build_context(
+        query="q2",
+        composition="pure_kb",
+        passages=[passage("b", "kb", "Beta text.")],
+        history=[turn(1), turn(2), turn(3)],
+        summary="Earlier: things.",
+        settings=DEFAULT,
+    )
+    assert second.prompt[: len(first.prompt) - 1] == first.prompt[:-1]
+
+
+def test_uncovered_history_over_the_budget_is_cut_oldest_first_and_recorded() -> None:
+    history = [turn(i, answer="word " * 120) for i in range(8)]
+    built = build_context(
+        query="q",
+        composition="chat",
+        passages=[],
+        history=history,
+        summary="",
+        settings=BudgetSettings(base=700, per_result=0, cap=700),
+    )
+    kept = built.metadata["history_turn_ids"]
+    assert kept and kept == [t["turn_id"] for t in history[-len(kept) :]]
+    assert [t["turn_id"] for t in built.overflow] == [t["turn_id"] for t in history[: -len(kept)]]
+    cut = [t for t in built.metadata["truncated"] if t["kind"] == "history"]
+    assert cut == [
+        {
+            "kind": "history",
+            "turns": len(built.overflow),
+            "reason": "over budget; the background summary will cover them",
+        }
+    ]

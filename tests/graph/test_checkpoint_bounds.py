@@ -104,7 +104,7 @@ async def test_the_checkpoint_keeps_the_outcome_not_the_turns_working_data(
         "client_history",
         "history",
         "summary",
-        "unsummarized",
+        "awaiting_summary",
         "recent_turns",
         "passages",
         "prompt",

@@ -17,30 +17,36 @@ def ids(items: list[HistoryTurn]) -> list[str]:
     return [t["turn_id"] for t in items]
 
 
-def test_a_short_session_is_all_window() -> None:
-    window, fold, fetch = split_window(turns(0, 3), total=3, limit=10, summarized=0)
-    assert ids(window) == ["0", "1", "2"]
-    assert (fold, fetch) == ([], None)
+def test_a_short_session_is_all_history() -> None:
+    uncovered, awaiting = split_window(turns(0, 3), total=3, limit=10, summarized=0)
+    assert ids(uncovered) == ["0", "1", "2"]
+    assert awaiting == 0
 
 
-def test_the_window_is_the_newest_turns_and_the_older_cached_ones_are_folded() -> None:
-    window, fold, fetch = split_window(turns(5, 20), total=20, limit=10, summarized=8)
-    assert ids(window) == [str(i) for i in range(10, 20)]
-    assert ids(fold) == ["8", "9"]
-    assert fetch is None
+def test_every_turn_the_summary_does_not_cover_goes_in_not_only_the_window() -> None:
+    """The summary is folded in the background, a batch at a time: between two folds the
+    turns that left the window are still read verbatim — none is lost meanwhile."""
+    uncovered, awaiting = split_window(turns(5, 20), total=20, limit=10, summarized=8)
+    assert ids(uncovered) == [str(i) for i in range(8, 20)]
+    assert awaiting == 0
 
 
 def test_turns_the_summary_covers_are_not_repeated() -> None:
-    window, fold, fetch = split_window(turns(0, 8), total=8, limit=10, summarized=5)
-    assert ids(window) == ["5", "6", "7"]
-    assert (fold, fetch) == ([], None)
+    uncovered, awaiting = split_window(turns(0, 8), total=8, limit=10, summarized=5)
+    assert ids(uncovered) == ["5", "6", "7"]
+    assert awaiting == 0
 
 
-def test_turns_older_than_the_cache_are_fetched() -> None:
-    window, fold, fetch = split_window(turns(35, 50), total=50, limit=10, summarized=0)
-    assert ids(window) == [str(i) for i in range(40, 50)]
-    assert fold == []
-    assert fetch == (0, 40)
+def test_uncovered_turns_older_than_the_cache_wait_for_the_fold() -> None:
+    """A fold far behind (its model down for a while): the turn does not fetch the old turns;
+    it counts them, and the manifest says they wait for the background summary."""
+    uncovered, awaiting = split_window(turns(35, 50), total=50, limit=10, summarized=0)
+    assert ids(uncovered) == [str(i) for i in range(35, 50)]
+    assert awaiting == 35
+
+
+def test_no_history_window_means_no_history() -> None:
+    assert split_window([], total=12, limit=0, summarized=5) == ([], 0)
 
 
 def test_client_messages_already_stored_are_not_duplicated() -> None:

@@ -21,11 +21,11 @@ from app.embeddings.space import EmbeddingMismatchError
 from app.ingestion.jobs import INGEST
 from app.ingestion.uploads import from_bytes
 from app.knowledge.service import add_document
-from app.models import KbDocument, QueryHistory
+from app.models import ChatSession, KbDocument, QueryHistory
 from app.retention.policy import set_policy
 from app.worker import tasks
 from app.worker.runtime import WorkerRuntime
-from tests.factories import make_session, make_tenant, make_user
+from tests.factories import make_session, make_tenant, make_turn, make_user
 
 pytestmark = pytest.mark.committed
 
@@ -149,3 +149,31 @@ async def test_the_sweep_runs_when_the_ingestion_side_cannot_start(
             await loop.run_in_executor(None, lambda: tasks.ingest("kb", str(uuid.uuid4()), "x"))
     finally:
         runtime.close()
+
+
+async def test_the_summary_task_folds_a_session_on_the_worker_loop(
+    runtime: WorkerRuntime, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a broker, the summary job is a Celery task: it folds the turns that left the
+    window with the worker's own chat model (rules, for the extractive default), once."""
+    chat = await make_session(db, await make_user(db, await make_tenant(db)))
+    window, batch = runtime.history.limit, runtime.settings.summary_batch_turns
+    for i in range(window + batch):
+        await make_turn(db, chat, user_query=f"Question {i}?", answer=f"Answer {i}.")
+    await db.commit()
+    monkeypatch.setattr(tasks, "worker_runtime", lambda: runtime)
+
+    def summarize_twice() -> list[str]:  # the second delivery finds nothing due
+        return [tasks.summarize(str(chat.tenant_id), str(chat.id)) for _ in range(2)]
+
+    outcomes = await asyncio.get_running_loop().run_in_executor(None, summarize_twice)
+
+    assert outcomes == ["folded", "not_due"]
+    await scope_to_tenant(db, chat.tenant_id)
+    stored = await db.scalar(
+        select(ChatSession)
+        .where(ChatSession.id == chat.id)
+        .execution_options(populate_existing=True)
+    )
+    assert stored is not None and stored.summarized_turns == batch
+    assert "Question 0?" in (stored.summary or "") and "Question 5?" not in (stored.summary or "")

@@ -33,25 +33,25 @@ from app.graph.tool_context import (
     tool_turn_metadata,
 )
 from app.graph.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
-from app.llm.responder import to_langchain
+from app.llm.responder import cache_tokens, to_langchain
 from app.llm.tokens import count_tokens
 from app.turns.types import ChatMessage, SourceRef, Usage
 
 
-def _opening(state: TurnState) -> list[BaseMessage]:
+def _opening(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
     prompt = list(state["prompt"])
     prompt[0] = ChatMessage(role="system", content=prompt[0]["content"] + AGENT_INSTRUCTIONS)
-    return to_langchain(prompt)
+    return to_langchain(prompt, cache_breakpoints=cache_breakpoints)
 
 
-def _with_sources(state: TurnState) -> list[BaseMessage]:
+def _with_sources(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
     block = source_block(state["sources"])
     question = prompt[-1]["content"]
     if block:
         prompt[-1] = ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")
-    return to_langchain(prompt)
+    return to_langchain(prompt, cache_breakpoints=cache_breakpoints)
 
 
 def wants_tools(state: TurnState) -> bool:
@@ -67,13 +67,13 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     rounds = state["tool_rounds"]
     guard = rounds >= ctx.settings.tool_max_rounds
     if guard:
-        messages = _with_sources(state)
+        messages = _with_sources(state, ctx.responder.cache_breakpoints)
         runnable: Any = model
     else:
         messages = (
             messages_from_dict(state["agent_messages"])
             if state["agent_messages"]
-            else _opening(state)
+            else _opening(state, ctx.responder.cache_breakpoints)
         )
         runnable = model.bind_tools(TOOL_SCHEMAS)
     write = get_stream_writer()
@@ -116,6 +116,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         "tools": tools_meta,
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": ctx.responder.model_name,
+        "prompt_cache": {"cached_prompt_tokens": usage.get("cached_prompt_tokens", 0)},
         "query_composition": refined.composition,
         "sources": [
             {
@@ -144,8 +145,10 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
 def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk) -> Usage:
     """This turn's usage so far plus this call's (reported, or counted when not)."""
     reported = reply.usage_metadata
+    cached = 0
     if reported:
         prompt, completion = reported["input_tokens"], reported["output_tokens"]
+        cached, _ = cache_tokens(reported)
     else:
         prompt = sum(count_tokens(m.text) for m in messages)
         completion = count_tokens(reply.text)
@@ -154,6 +157,7 @@ def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk)
         prompt_tokens=before["prompt_tokens"] + prompt,
         completion_tokens=before["completion_tokens"] + completion,
         total_tokens=before["total_tokens"] + prompt + completion,
+        cached_prompt_tokens=before.get("cached_prompt_tokens", 0) + cached,
     )
 
 

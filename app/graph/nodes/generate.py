@@ -37,10 +37,16 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         prompt_tokens=generation.prompt_tokens,
         completion_tokens=generation.completion_tokens,
         total_tokens=generation.prompt_tokens + generation.completion_tokens,
+        cached_prompt_tokens=generation.cached_prompt_tokens,
     )
     metadata = {
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": responder.model_name,
+        # What the provider's prompt cache served (ADR 0035): read, and written (Anthropic).
+        "prompt_cache": {
+            "cached_prompt_tokens": generation.cached_prompt_tokens,
+            "cache_write_tokens": generation.cache_write_tokens,
+        },
     }
     return {
         "answer": checked.text,

@@ -1,5 +1,9 @@
-"""load_history: the session's recent turns (cache, else PostgreSQL), merged with what the
-client sent, without duplicates; and the turns the running summary does not cover yet."""
+"""load_history: the session's running summary and the turns it does not cover yet (cache, else
+PostgreSQL), merged with what the client sent, without duplicates.
+
+The summary is brought up to date in the background after turns are stored (ADR 0035), never
+here: a turn only reads it. Every turn it does not cover yet goes to the prompt (within the
+budget), so nothing is lost between two folds."""
 
 from __future__ import annotations
 
@@ -11,10 +15,7 @@ from langgraph.runtime import Runtime
 from app.graph.context import TurnContext
 from app.graph.state import TurnState, turn_ids
 from app.privacy.pii import anonymize
-from app.turns.repository import TurnRepository
 from app.turns.types import ChatMessage, HistoryTurn
-
-MAX_FOLD_BATCH = 50
 
 
 def _norm(text: str) -> str:
@@ -48,40 +49,33 @@ def merge_client_history(
 
 def split_window(
     cached: Sequence[HistoryTurn], total: int, limit: int, summarized: int
-) -> tuple[list[HistoryTurn], list[HistoryTurn], tuple[int, int] | None]:
-    """Split the cached turns (the newest `len(cached)` of `total`) into the verbatim window
-    (the last `limit`, minus turns the summary already covers), the cached turns that left the
-    window unsummarised, and — when those are older than the cache — the range to fetch."""
+) -> tuple[list[HistoryTurn], int]:
+    """The cached turns (the newest `len(cached)` of `total`) the summary does not cover yet,
+    oldest first, and how many uncovered turns are older than the cache: those wait for the
+    background fold, and this turn's prompt goes without them. No history when `limit` is 0."""
+    if not limit:
+        return [], 0
     first_cached = total - len(cached)  # index of the oldest cached turn
-    window = list(cached[max(0, len(cached) - limit) :]) if limit else []
-    window_start = total - len(window)
-    window = window[max(0, summarized - window_start) :]
-    if summarized >= window_start:
-        return window, [], None
-    if summarized >= first_cached:
-        return window, list(cached[summarized - first_cached : window_start - first_cached]), None
-    return window, [], (summarized, min(window_start - summarized, MAX_FOLD_BATCH))
+    uncovered = list(cached[max(0, summarized - first_cached) :])
+    return uncovered, max(0, first_cached - summarized)
 
 
 async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """Load the session's history window and the turns the summary does not cover."""
+    """Load the session's summary and the turns it does not cover yet."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session
     async with ctx.transaction(tenant) as db:
         snapshot, source = await ctx.history.load(db, tenant, session)
-        summarized = snapshot["summarized_turns"]
-        window, unsummarized, fetch = split_window(
-            snapshot["turns"], snapshot["total"], ctx.history.limit, summarized
-        )
-        if fetch is not None:  # older than the cache: rare (e.g. after lowering the window)
-            unsummarized = await TurnRepository(db, tenant).finished_slice(session, *fetch)
+    uncovered, awaiting = split_window(
+        snapshot["turns"], snapshot["total"], ctx.history.limit, snapshot["summarized_turns"]
+    )
     return {
-        "history": merge_client_history(window, state["client_history"]),
+        "history": merge_client_history(uncovered, state["client_history"]),
         "history_source": source,
         "summary": snapshot["summary"],
-        "summarized_turns": summarized,
-        "unsummarized": unsummarized,
+        "summarized_turns": snapshot["summarized_turns"],
+        "awaiting_summary": awaiting,
         "recent_turns": snapshot["turns"],
         "finished_turns": snapshot["total"],
     }

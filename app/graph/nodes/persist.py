@@ -1,7 +1,9 @@
-"""persist: one statement completes the turn's row and touches the session (with its new
-summary); then the history cache is refreshed — extended by this turn when no other turn of
-the session finished meanwhile, else rebuilt from PostgreSQL. While PostgreSQL cannot be
-reached the write is retried for `THREADLINE_DB_WRITE_RETRY_SECONDS`."""
+"""persist: one statement completes the turn's row and touches the session (reading back its
+running summary as stored); then the history cache is refreshed — extended by this turn when
+no other turn of the session finished meanwhile, else rebuilt from PostgreSQL. When a batch of
+turns has left the history window uncovered, the summary job is enqueued, to run after the
+commit (ADR 0035). While PostgreSQL cannot be reached the write is retried for
+`THREADLINE_DB_WRITE_RETRY_SECONDS`."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from app.core.db_outage import retry_through_outage
+from app.core.jobs import enqueue_after_commit
 from app.graph.context import TurnContext
 from app.graph.state import TurnState, turn_ids
+from app.graph.summary import fold_due, summary_job
 from app.privacy.pii import anonymize
 from app.turns.history import HistorySnapshot
 from app.turns.repository import TurnRepository
@@ -21,7 +25,7 @@ from app.turns.types import HistoryTurn
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """Complete the turn's row and refresh the session's cached history."""
+    """Complete the turn's row, refresh the session's cached history, enqueue a due fold."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session
@@ -29,17 +33,12 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
     latency_ms = int((time.time() - state["started_at"]) * 1000)
     metadata = {**state["context_metadata"], "latency_ms": latency_ms}
-    new_summary = None
-    if state["new_summary"] is not None:
-        new_summary = (state["new_summary"], state["new_summarized_turns"])
-    summary = new_summary or (state["summary"], state["summarized_turns"])
 
     async def write() -> HistorySnapshot:
         async with ctx.transaction(tenant) as db:
-            others = await TurnRepository(db, tenant).complete(
+            done = await TurnRepository(db, tenant).complete(
                 ids.turn,
                 session,
-                new_summary,
                 answer=answer,
                 query_composition=state["query_composition"],
                 context_metadata=metadata,
@@ -48,10 +47,11 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
                 completion_tokens=state["usage"]["completion_tokens"],
                 latency_ms=latency_ms,
             )
-            if others == state["finished_turns"]:  # nothing else finished since load_history
+            summary = (done.summary, done.summarized_turns)
+            if done.others == state["finished_turns"]:  # nothing else finished since loading
                 loaded = HistorySnapshot(
                     turns=state["recent_turns"],
-                    total=others,
+                    total=done.others,
                     summary=summary[0],
                     summarized_turns=summary[1],
                 )
@@ -60,8 +60,15 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
                 )
                 snapshot = ctx.history.extended(loaded, this_turn, summary)
             else:
-                # The summary as stored (another turn may have folded meanwhile), not as loaded.
-                snapshot = await ctx.history.snapshot(db, tenant, session, new_summary)
+                snapshot = await ctx.history.snapshot(db, tenant, session, summary)
+            due = fold_due(
+                snapshot["total"],
+                summary[1],
+                ctx.history.limit,
+                ctx.settings.summary_batch_turns,
+            )
+            if due:  # the fold runs after the commit, off the turn's path
+                enqueue_after_commit(db, summary_job(tenant, session), optional=True)
         return snapshot
 
     # The answer has been generated (and maybe streamed whole): a database outage must not

@@ -93,11 +93,7 @@ async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, A
             route = "tools" if uses_tools(ctx) else "llm"
             log.append(_intent(state, policy, decided, route))
     decided["log"] = log
-    return {
-        "triage": decided,
-        "history": redact_blocked(state["history"]),
-        "unsummarized": redact_blocked(state["unsummarized"]),
-    }
+    return {"triage": decided, "history": redact_blocked(state["history"])}
 
 
 BLOCKED_REPLIES = frozenset(BLOCKED_ANSWERS.values())

@@ -1,16 +1,22 @@
-"""SQL for what a turn reads and links on its chat session: the running summary and the
-session's attachments (ownership, links, processing status)."""
+"""SQL for what a turn reads and links on its chat session: the running summary (and the
+background job's claim on it) and the session's attachments (ownership, links, processing
+status)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from app.core.repository import TenantRepository
 from app.models import Attachment, ChatSession, SessionAttachment
+
+# A fold is bookkeeping, not activity: the session's `updated_at` (its place in the listing)
+# stays as the last turn left it.
+_KEEP_UPDATED_AT = {"updated_at": ChatSession.updated_at}
 
 
 class SessionStateRepository(TenantRepository[ChatSession]):
@@ -30,6 +36,62 @@ class SessionStateRepository(TenantRepository[ChatSession]):
         if row is None:
             return "", 0
         return row.summary or "", int(row.summarized_turns)
+
+    async def claim_fold(self, session_id: uuid.UUID, seconds: float) -> tuple[str, int] | None:
+        """Claim the session's summary for one fold (compare-and-set on the row): its text and
+        the turns it covers; None when another job's claim still holds (or no session)."""
+        now = func.clock_timestamp()
+        row = (
+            await self.db.execute(
+                update(ChatSession)
+                .where(
+                    ChatSession.tenant_id == self.tenant_id,
+                    ChatSession.id == session_id,
+                    or_(
+                        ChatSession.summary_claimed_until.is_(None),
+                        ChatSession.summary_claimed_until < now,
+                    ),
+                )
+                .values(summary_claimed_until=now + timedelta(seconds=seconds), **_KEEP_UPDATED_AT)
+                .returning(ChatSession.summary, ChatSession.summarized_turns)
+                .execution_options(synchronize_session=False)
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        return row.summary or "", int(row.summarized_turns)
+
+    async def store_fold(
+        self, session_id: uuid.UUID, covered_before: int, summary: str, covered: int
+    ) -> bool:
+        """Store a folded summary and release the claim, only if the summary still covers
+        `covered_before` turns (nobody stored a fold meanwhile); whether it was stored."""
+        stored = await self.db.execute(
+            update(ChatSession)
+            .where(
+                ChatSession.tenant_id == self.tenant_id,
+                ChatSession.id == session_id,
+                ChatSession.summarized_turns == covered_before,
+            )
+            .values(
+                summary=summary,
+                summarized_turns=covered,
+                summary_claimed_until=None,
+                **_KEEP_UPDATED_AT,
+            )
+            .returning(ChatSession.id)
+            .execution_options(synchronize_session=False)
+        )
+        return stored.one_or_none() is not None
+
+    async def release_fold(self, session_id: uuid.UUID) -> None:
+        """Give up the claim without a new summary (nothing due, or the fold failed)."""
+        await self.db.execute(
+            update(ChatSession)
+            .where(ChatSession.tenant_id == self.tenant_id, ChatSession.id == session_id)
+            .values(summary_claimed_until=None, **_KEEP_UPDATED_AT)
+            .execution_options(synchronize_session=False)
+        )
 
     async def active_attachment_ids(self, session_id: uuid.UUID) -> list[uuid.UUID]:
         """The attachments active in the session, oldest first."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Float, Integer, Row, Text, bindparam, column, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
@@ -57,7 +57,9 @@ _ADMIT = (
     .columns(column("admitted", Integer), column("active", ARRAY(UUID(as_uuid=True))))
 )
 
-# The count runs on the statement's snapshot: it does not see this turn as finished yet.
+# The count runs on the statement's snapshot: it does not see this turn as finished yet. The
+# session's running summary comes back with it (the background job may have folded since the
+# turn read it), so the history cache is refreshed with the summary as stored.
 _COMPLETE = text(
     """
     WITH finished_turn AS (
@@ -69,15 +71,15 @@ _COMPLETE = text(
       WHERE tenant_id = :tenant AND id = :turn
       RETURNING id
     ), touched_session AS (
-      UPDATE chat_sessions
-      SET updated_at = clock_timestamp(),
-          summary = coalesce(:summary, summary),
-          summarized_turns = coalesce(:summarized_turns, summarized_turns)
+      UPDATE chat_sessions SET updated_at = clock_timestamp()
       WHERE tenant_id = :tenant AND id = :session
-      RETURNING id
+      RETURNING summary, summarized_turns
     )
-    SELECT count(*) FROM query_history
-    WHERE tenant_id = :tenant AND session_id = :session AND status = ANY(:finished)
+    SELECT (SELECT count(*) FROM query_history
+            WHERE tenant_id = :tenant AND session_id = :session
+              AND status = ANY(:finished)) AS others,
+           (SELECT coalesce(summary, '') FROM touched_session) AS summary,
+           (SELECT summarized_turns FROM touched_session) AS summarized_turns
     """
 ).bindparams(
     bindparam("tenant", type_=UUID(as_uuid=True)),
@@ -85,9 +87,16 @@ _COMPLETE = text(
     bindparam("session", type_=UUID(as_uuid=True)),
     bindparam("metadata", type_=JSONB),
     bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
-    bindparam("summary", type_=Text),
-    bindparam("summarized_turns", type_=Integer),
 )
+
+
+class Completed(NamedTuple):
+    """What completing a turn tells its caller: the session's other finished turns, and its
+    running summary as stored (text, turns covered)."""
+
+    others: int
+    summary: str
+    summarized_turns: int
 
 
 def _as_history(row: QueryHistory) -> HistoryTurn:
@@ -198,7 +207,6 @@ class TurnRepository(TenantRepository[QueryHistory]):
         self,
         turn_id: uuid.UUID,
         session_id: uuid.UUID,
-        summary: tuple[str, int] | None,
         *,
         answer: str,
         query_composition: str,
@@ -207,10 +215,10 @@ class TurnRepository(TenantRepository[QueryHistory]):
         prompt_tokens: int,
         completion_tokens: int,
         latency_ms: int,
-    ) -> int:
-        """Record a turn's outcome and touch its session (storing a new running summary if
-        there is one) in one statement; returns how many *other* finished turns the session
-        has, which tells the caller whether its view of the history is still current."""
+    ) -> Completed:
+        """Record a turn's outcome and touch its session in one statement; returns how many
+        *other* finished turns the session has (which tells the caller whether its view of
+        the history is still current) and the session's running summary as stored."""
         result = await self.db.execute(
             _COMPLETE,
             {
@@ -224,11 +232,10 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "latency_ms": latency_ms,
-                "summary": summary[0] if summary else None,
-                "summarized_turns": summary[1] if summary else None,
             },
         )
-        return int(result.scalar_one())
+        row = result.one()
+        return Completed(int(row.others), row.summary or "", int(row.summarized_turns or 0))
 
     async def finish_unfinished(self, turn_id: uuid.UUID, **values: Any) -> None:
         """Like `finish`, but only for a turn still pending (never overwrite a result)."""
