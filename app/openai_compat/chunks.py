@@ -18,11 +18,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.chat.schemas import UsageOut
 from app.chat.streaming.sse import HEARTBEAT
 from app.openai_compat.errors import error_type
-from app.openai_compat.schemas import MODEL_ID
+from app.openai_compat.schemas import MODEL_ID, CompletionUsage
 
 DONE = b"data: [DONE]\n\n"
+_NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 _TOKEN = b'\nevent: token\ndata: {"text":'
 """A token event's fixed part (app/chat/streaming/sse.py writes compact JSON, one event per
 piece): what follows it, less the closing `}`, is the token already encoded as a JSON string."""
@@ -89,7 +91,7 @@ class ChunkWriter:
         extension."""
         chunks = [self.chunk({}, "stop")]
         if self.include_usage:
-            usage = {k: int(v) for k, v in (done.get("usage") or {}).items()}
+            usage = CompletionUsage.of(UsageOut(**(done.get("usage") or _NO_USAGE))).model_dump()
             chunks.append({**self.chunk({}), "choices": [], "usage": usage})
         sources = done.get("sources", self.sources)  # a replayed answer carries its own
         extension: dict[str, Any] = {

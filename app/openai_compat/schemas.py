@@ -126,6 +126,33 @@ class ThreadlineExtension(BaseModel):
     when the output checks changed the answer after its tokens were sent: the stored one.)"""
 
 
+class PromptTokensDetails(BaseModel):
+    """OpenAI's breakdown of the prompt tokens."""
+
+    cached_tokens: int = 0
+    """Prompt tokens the provider read from its prompt cache (billed lower)."""
+
+
+class CompletionUsage(BaseModel):
+    """A turn's token usage in OpenAI's shape (`usage.cached_prompt_tokens` of `/chat` is
+    `prompt_tokens_details.cached_tokens` here)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+    @classmethod
+    def of(cls, usage: UsageOut) -> CompletionUsage:
+        """The OpenAI shape of a `/chat` usage record."""
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_prompt_tokens),
+        )
+
+
 class ChatCompletion(BaseModel):
     """A whole completion (`stream` false)."""
 
@@ -134,7 +161,7 @@ class ChatCompletion(BaseModel):
     created: int
     model: str
     choices: list[Choice]
-    usage: UsageOut
+    usage: CompletionUsage
     system_fingerprint: None = None
     threadline: ThreadlineExtension
 

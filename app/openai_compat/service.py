@@ -45,6 +45,7 @@ from app.openai_compat.schemas import (
     ChatCompletion,
     Choice,
     CompletionRequest,
+    CompletionUsage,
     ModelCard,
     ModelList,
     ThreadlineExtension,
@@ -237,7 +238,7 @@ def completion(answer: ChatResponse) -> ChatCompletion:
                 finish_reason="stop",
             )
         ],
-        usage=answer.usage,
+        usage=CompletionUsage.of(answer.usage),
         threadline=ThreadlineExtension(
             session_id=answer.session_id,
             turn_id=answer.turn_id,

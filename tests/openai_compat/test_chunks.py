@@ -29,7 +29,12 @@ def _done(answer: str) -> bytes:
         "status": "complete",
         "answer": answer,
         "query_composition": "pure_kb",
-        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
+        "usage": {
+            "prompt_tokens": 5,
+            "completion_tokens": 4,
+            "total_tokens": 9,
+            "cached_prompt_tokens": 3,
+        },
         "model": "fake",
     }
     return format_event(9, "done", data)
@@ -65,6 +70,9 @@ async def test_tokens_of_any_text_arrive_intact_and_in_order() -> None:
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
     last = chunks[-1]
     assert last["choices"] == [] and last["usage"]["total_tokens"] == 9
+    # OpenAI's shape: the cached prompt tokens are a detail of the prompt tokens
+    assert last["usage"]["prompt_tokens_details"] == {"cached_tokens": 3}
+    assert "cached_prompt_tokens" not in last["usage"]
     assert last["threadline"]["sources"] == [{"n": 1}]
     assert "answer" not in last["threadline"]  # the stored answer is what was streamed
 

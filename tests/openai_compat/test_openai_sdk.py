@@ -47,6 +47,8 @@ async def test_a_completion_with_its_sources_in_the_extension_field(world: World
     assert "14 days" in answer and "[1]" in answer  # the passage's words, cited
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage is not None and completion.usage.total_tokens >= 0
+    details = completion.usage.prompt_tokens_details  # OpenAI's shape (no cache offline)
+    assert details is not None and details.cached_tokens == 0
     found = extension(completion)
     assert found["status"] == "complete"
     assert found["sources"][0]["n"] == 1
