@@ -80,8 +80,9 @@ class Scored:
     flagged: bool | None = None
 
 
-async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
-    """Tenant, admin and the corpus ingested; the map of document UUIDs to dev-set ids."""
+async def _prepare(owner_url: str, embedder_name: str) -> tuple[uuid.UUID, dict[str, str]]:
+    """Tenant, admin and the corpus ingested; the tenant and the map of document UUIDs to
+    dev-set ids."""
     from app.auth.service import create_user
     from app.core.db import scope_to_tenant
     from app.tenants.service import create_tenant
@@ -105,7 +106,7 @@ async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
         )
         ids[str(document_id)] = doc["id"]
     await store.engine.dispose()
-    return ids
+    return tenant.id, ids
 
 
 async def _search(client: httpx.AsyncClient, query: str) -> list[str]:
@@ -214,7 +215,7 @@ def main() -> None:
         )
     started = time.perf_counter()
     with bench_database() as owner_url:
-        ids = asyncio.run(_prepare(owner_url, args.embedder))
+        _, ids = asyncio.run(_prepare(owner_url, args.embedder))
         env = {
             "DATABASE_URL": owner_url,
             "THREADLINE_JWT_SECRET": JWT_SECRET,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
+
+if TYPE_CHECKING:
+    from app.retrieval.multi_query import MultiQueryResult, WeightedQuery
 
 PassageKind = Literal["kb", "attachment"]
 
@@ -63,4 +66,19 @@ class Retriever(Protocol):
 
         `db` is already scoped to `tenant_id`; implementations filter by it as well.
         """
+        ...
+
+    async def search_queries(
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        queries: Sequence[WeightedQuery],
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+        cited: Sequence[str] = (),
+        cited_weight: float = 0.0,
+    ) -> MultiQueryResult:
+        """The `k` best passages for several weighted queries and the chunks an earlier
+        answer cited, fused as one search; with which query brought each."""
         ...

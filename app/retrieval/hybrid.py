@@ -21,6 +21,7 @@ from app.config import Settings
 from app.embeddings.base import Embedder
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import FusionMethod, fuse
+from app.retrieval.multi_query import MultiQueryResult, WeightedQuery, fuse_queries
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
 
 Leg = Literal["dense", "lexical"]
@@ -116,6 +117,34 @@ class HybridRetriever:
         hits = await self.search_hits(db, tenant_id, query, attachment_ids=attachment_ids, k=k)
         return [hit.passage for hit in hits]
 
+    async def search_queries(
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        queries: Sequence[WeightedQuery],
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+        cited: Sequence[str] = (),
+        cited_weight: float = 0.0,
+    ) -> MultiQueryResult:
+        """The `k` best passages for several weighted queries (and the chunks an earlier
+        answer cited), fused as one search (app/retrieval/multi_query.py)."""
+        used = [q for q in queries if q.weight > 0]
+        per_query = await self.query_legs(
+            db, tenant_id, [q.text for q in used], attachment_ids=attachment_ids
+        )
+        return fuse_queries(
+            {q.name: legs for q, legs in zip(used, per_query, strict=True)},
+            {q.name: q.weight for q in used},
+            leg_weights=self.leg_weights(),
+            method=self.settings.method,
+            rrf_k=self.settings.k,
+            k=k,
+            cited=cited,
+            cited_weight=cited_weight,
+        )
+
     async def search_hits(
         self,
         db: AsyncSession,
@@ -129,28 +158,60 @@ class HybridRetriever:
     ) -> list[Hit]:
         """The `k` best chunks by fusion of the requested legs (app/retrieval/fusion.py)."""
         settings = self.settings
-        repository = SearchRepository(db, tenant_id)
-        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
-        search = _Search(
-            repository=repository,
-            query=query,
-            vector=(await self.embedder.embed([query]))[0] if "dense" in legs else None,
+        (by_leg,) = await self.query_legs(
+            db,
+            tenant_id,
+            [query],
             attachment_ids=attachment_ids,
-            exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
-            limit=settings.candidates,
+            knowledge_base=knowledge_base,
+            legs=legs,
         )
-        sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
-        by_leg: dict[str, list[Hit]] = {}
-        for leg in legs:
-            hits: list[Hit] = []
-            for source in sources:
-                hits += await _LEGS[leg](search, source)
-            hits.sort(key=lambda h: -h.passage.score)
-            by_leg[leg] = hits[: settings.candidates]
-        weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
+        weights = self.leg_weights()
         fused = fuse(by_leg, weights, method=settings.method, rrf_k=settings.k, limit=k)
         found = {hit.chunk_id: hit for hits in by_leg.values() for hit in hits}
         return [
             replace(found[f.chunk_id], passage=replace(found[f.chunk_id].passage, score=f.score))
             for f in fused
         ]
+
+    def leg_weights(self) -> dict[str, float]:
+        """Each leg's weight in the fusion (`THREADLINE_RETRIEVAL_*_WEIGHT`)."""
+        return {"dense": self.settings.dense_weight, "lexical": self.settings.lexical_weight}
+
+    async def query_legs(
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        queries: Sequence[str],
+        *,
+        attachment_ids: Sequence[uuid.UUID] = (),
+        knowledge_base: bool = True,
+        legs: Sequence[Leg] = ("dense", "lexical"),
+    ) -> list[dict[str, list[Hit]]]:
+        """Each query's candidates per leg, best first, unfused: the queries are embedded in
+        one call and share one preparation of the search (app/retrieval/multi_query.py fuses
+        several queries' legs at once)."""
+        settings = self.settings
+        repository = SearchRepository(db, tenant_id)
+        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
+        vectors = await self.embedder.embed(list(queries)) if "dense" in legs else []
+        sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
+        per_query: list[dict[str, list[Hit]]] = []
+        for index, query in enumerate(queries):
+            search = _Search(
+                repository=repository,
+                query=query,
+                vector=vectors[index] if vectors else None,
+                attachment_ids=attachment_ids,
+                exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
+                limit=settings.candidates,
+            )
+            by_leg: dict[str, list[Hit]] = {}
+            for leg in legs:
+                hits: list[Hit] = []
+                for source in sources:
+                    hits += await _LEGS[leg](search, source)
+                hits.sort(key=lambda h: -h.passage.score)
+                by_leg[leg] = hits[: settings.candidates]
+            per_query.append(by_leg)
+        return per_query
