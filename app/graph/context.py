@@ -36,6 +36,9 @@ class TurnContext:
     embedder: Embedder
     """For the FAQ fast path (the retriever embeds on its own)."""
     kb_status: KnowledgeBaseStatus = field(default_factory=KnowledgeBaseStatus)
+    rewriter: Responder | None = None
+    """The fast model for the follow-up rewrite (`THREADLINE_LLM_FAST_MODEL`); None: the
+    responder's own model rewrites."""
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
