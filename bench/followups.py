@@ -20,14 +20,19 @@ import asyncio
 import importlib.util
 import json
 import math
+import statistics
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bench.chat_overhead import UNLIMITED
 from bench.common import ROOT, bench_database, percentile, uvicorn_server
@@ -70,7 +75,7 @@ def _documents_in_order(ids: list[str | None]) -> list[str]:
 
 @dataclass
 class Scored:
-    """Scores of one turn ≥ 2, per method."""
+    """Scores of one turn ≥ 2, per method; and what the latency replay needs of it."""
 
     conversation: str
     label: str
@@ -78,6 +83,10 @@ class Scored:
     recall: dict[str, float] = field(default_factory=dict)
     ndcg: dict[str, float] = field(default_factory=dict)
     flagged: bool | None = None
+    queries: list[dict[str, Any]] = field(default_factory=list)
+    """The manifest's `retrieval.queries` (name, text, weight; `cited` with its chunks)."""
+    previous_turn: str = ""
+    session_id: str = ""
 
 
 async def _prepare(owner_url: str, embedder_name: str) -> tuple[uuid.UUID, dict[str, str]]:
@@ -127,6 +136,7 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
             created = await client.post("/sessions", json={"title": conversation["id"]})
             session_id = created.json()["id"]
             previous: str | None = None
+            previous_turn = ""
             for turn in conversation["turns"]:
                 started = time.perf_counter()
                 response = await client.post(
@@ -156,10 +166,86 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                             recall={m: recall_at_k(r, gold) for m, r in ranked.items()},
                             ndcg={m: ndcg_at_k(r, gold) for m, r in ranked.items()},
                             flagged=flagged if isinstance(flagged, bool) else None,
+                            queries=body["context_metadata"]
+                            .get("retrieval", {})
+                            .get("queries", []),
+                            previous_turn=previous_turn,
+                            session_id=session_id,
                         )
                     )
                 previous = turn["text"]
+                previous_turn = body["turn_id"]
     return scored, latencies, later
+
+
+async def _retrieval_latency(
+    owner_url: str, embedder_name: str, tenant_id: uuid.UUID, scored: list[Scored]
+) -> tuple[list[float], list[float]]:
+    """Per turn ≥ 2, in-process against the same database: the single search of the raw
+    question, and the multi-query path with the queries `/chat` planned for that turn (the
+    previous turn's sources read as retrieve reads them, then one fused search). Alternated,
+    three rounds; each turn's median per path, in ms. As in retrieve, each query (and the
+    read of the previous answer's sources) has a transaction of its own, all at once."""
+    from app.core.db import scope_to_tenant
+    from app.retrieval.hybrid import FusionSettings, HybridRetriever
+    from app.retrieval.multi_query import CITED, WeightedQuery
+    from app.turns.repository import TurnRepository
+
+    store = await open_product_store(owner_url, embedder_name)
+    retriever = HybridRetriever(store.embedder, FusionSettings.from_settings(store.settings))
+
+    @asynccontextmanager
+    async def transaction() -> AsyncIterator[AsyncSession]:
+        async with store.sessions() as db, db.begin():
+            await scope_to_tenant(db, tenant_id)
+            yield db
+
+    async def _cited(turn: Scored, db: AsyncSession) -> list[str]:
+        sources = await TurnRepository(db, tenant_id).prompt_sources(
+            uuid.UUID(turn.session_id), uuid.UUID(turn.previous_turn)
+        )
+        return [s["id"] for s in sources]
+
+    single: list[float] = []
+    multi: list[float] = []
+    for turn in scored:
+        planned = [q for q in turn.queries if q["name"] != CITED]
+        cited = [q for q in turn.queries if q["name"] == CITED]
+        queries = [WeightedQuery(q["name"], q["text"], q["weight"]) for q in planned]
+        if not queries:
+            continue
+        one, many = [], []
+        for _ in range(3):
+            started = time.perf_counter()
+            async with transaction() as db:
+                await retriever.search(db, tenant_id, turn.text, attachment_ids=[], k=K)
+            one.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await retriever.search_queries(
+                transaction,
+                tenant_id,
+                queries,
+                attachment_ids=[],
+                k=K,
+                cited=partial(_cited, turn) if cited else None,
+                cited_weight=cited[0]["weight"] if cited else 0.0,
+            )
+            many.append((time.perf_counter() - started) * 1000)
+        single.append(statistics.median(one))
+        multi.append(statistics.median(many))
+    await store.engine.dispose()
+    return single, multi
+
+
+def report_latency(single: list[float], multi: list[float]) -> None:
+    """The multi-query path's extra retrieval time per turn beside the single search."""
+    extra = [m - s for s, m in zip(single, multi, strict=True)]
+    print(
+        f"retrieval per turn >= 2 (n={len(extra)}, in-process, same run): single query "
+        f"p50 {percentile(single, 50):.1f} ms p95 {percentile(single, 95):.1f} ms; "
+        f"multi-query p50 {percentile(multi, 50):.1f} ms p95 {percentile(multi, 95):.1f} ms; "
+        f"extra p50 {percentile(extra, 50):.1f} ms p95 {percentile(extra, 95):.1f} ms"
+    )
 
 
 def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
@@ -215,7 +301,7 @@ def main() -> None:
         )
     started = time.perf_counter()
     with bench_database() as owner_url:
-        _, ids = asyncio.run(_prepare(owner_url, args.embedder))
+        tenant_id, ids = asyncio.run(_prepare(owner_url, args.embedder))
         env = {
             "DATABASE_URL": owner_url,
             "THREADLINE_JWT_SECRET": JWT_SECRET,
@@ -226,9 +312,11 @@ def main() -> None:
         }
         with uvicorn_server(env, app="app.main:app_factory") as base:
             scored, latencies, later = asyncio.run(_play(base, ids))
+        single, multi = asyncio.run(_retrieval_latency(owner_url, args.embedder, tenant_id, scored))
     if args.show_turns:
         show_turns(scored)
     report(scored, latencies, later, args.embedder)
+    report_latency(single, multi)
     print(f"whole run {time.perf_counter() - started:.0f} s")
 
 

@@ -158,7 +158,9 @@ async def _replay(
                 ]
                 answer = responder.compose(sources, history, query)
                 numbers = {int(n) for n in _CITATION.findall(answer)}
-                cited = [s["id"] for s in sources if s["n"] in numbers] or [s["id"] for s in sources]
+                cited = [s["id"] for s in sources if s["n"] in numbers] or [
+                    s["id"] for s in sources
+                ]
                 history.append(
                     HistoryTurn(turn_id="t", user_query=query, answer=answer, status="complete")
                 )

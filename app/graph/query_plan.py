@@ -86,7 +86,7 @@ def thread_length(history: Sequence[HistoryTurn], weighting: Weighting = WEIGHTI
     length = 1
     while length < min(weighting.history_turns, len(history)):
         newer = history[-length]
-        before = history[: -length]
+        before = history[:-length]
         if not depends_on_history(relatedness(newer["user_query"], before, weighting), weighting):
             break
         length += 1
@@ -121,9 +121,11 @@ def plan_queries(
     if not history:
         return queries
     weight = history_weight(related, weighting)
-    queries.append(WeightedQuery(
+    queries.append(
+        WeightedQuery(
             "history", rewrite_by_rules(query, history, thread_length(history, weighting)), weight
-        ))
+        )
+    )
     if rewrite and rewrite.strip().lower() != query.strip().lower():
         queries.append(WeightedQuery("rewrite", rewrite, weight))
     return queries

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -70,15 +71,16 @@ class Retriever(Protocol):
 
     async def search_queries(
         self,
-        db: AsyncSession,
+        transaction: Callable[[], AbstractAsyncContextManager[AsyncSession]],
         tenant_id: uuid.UUID,
         queries: Sequence[WeightedQuery],
         *,
         attachment_ids: Sequence[uuid.UUID],
         k: int,
-        cited: Sequence[str] = (),
+        cited: Callable[[AsyncSession], Awaitable[Sequence[str]]] | None = None,
         cited_weight: float = 0.0,
     ) -> MultiQueryResult:
         """The `k` best passages for several weighted queries and the chunks an earlier
-        answer cited, fused as one search; with which query brought each."""
+        answer cited (read by `cited`), fused as one search; with which query brought each.
+        `transaction()` opens a transaction scoped to `tenant_id` (one per query, at once)."""
         ...

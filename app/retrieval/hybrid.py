@@ -10,8 +10,10 @@ candidates are then fused (`app.retrieval.fusion`).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -25,6 +27,8 @@ from app.retrieval.multi_query import MultiQueryResult, WeightedQuery, fuse_quer
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
 
 Leg = Literal["dense", "lexical"]
+CitedLoader = Callable[[AsyncSession], Awaitable[Sequence[str]]]
+"""Reads the chunk ids an earlier answer cited, in a transaction of its own."""
 
 
 @dataclass(frozen=True)
@@ -119,29 +123,47 @@ class HybridRetriever:
 
     async def search_queries(
         self,
-        db: AsyncSession,
+        transaction: Callable[[], AbstractAsyncContextManager[AsyncSession]],
         tenant_id: uuid.UUID,
         queries: Sequence[WeightedQuery],
         *,
         attachment_ids: Sequence[uuid.UUID],
         k: int,
-        cited: Sequence[str] = (),
+        cited: CitedLoader | None = None,
         cited_weight: float = 0.0,
     ) -> MultiQueryResult:
         """The `k` best passages for several weighted queries (and the chunks an earlier
-        answer cited), fused as one search (app/retrieval/multi_query.py)."""
+        answer cited, read by `cited`), fused as one search (app/retrieval/multi_query.py).
+
+        Each query searches in a transaction of its own (`transaction()`, scoped to the
+        tenant), all at once: a turn's extra queries then cost about one search's time,
+        not one each."""
         used = [q for q in queries if q.weight > 0]
-        per_query = await self.query_legs(
-            db, tenant_id, [q.text for q in used], attachment_ids=attachment_ids
-        )
+
+        async def legs(text: str) -> dict[str, list[Hit]]:
+            async with transaction() as db:
+                (by_leg,) = await self.query_legs(
+                    db, tenant_id, [text], attachment_ids=attachment_ids
+                )
+            return by_leg
+
+        async def citations() -> Sequence[str]:
+            if cited is None or cited_weight <= 0:
+                return ()
+            async with transaction() as db:
+                return await cited(db)
+
+        cited_task = asyncio.ensure_future(citations())
+        per_query = await asyncio.gather(*(legs(q.text) for q in used))
+        cited_ids = list(await cited_task)
         return fuse_queries(
-            {q.name: legs for q, legs in zip(used, per_query, strict=True)},
+            {q.name: by_leg for q, by_leg in zip(used, per_query, strict=True)},
             {q.name: q.weight for q in used},
             leg_weights=self.leg_weights(),
             method=self.settings.method,
             rrf_k=self.settings.k,
             k=k,
-            cited=cited,
+            cited=cited_ids,
             cited_weight=cited_weight,
         )
 

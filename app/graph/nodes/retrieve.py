@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
@@ -34,16 +35,15 @@ def cited_chunks(answer: str, sources: Sequence[Any]) -> list[str]:
 
 
 async def _previous_citations(
-    ctx: TurnContext, state: TurnState, history: Sequence[HistoryTurn]
+    db: AsyncSession, state: TurnState, history: Sequence[HistoryTurn]
 ) -> list[str]:
     """The chunks the previous stored turn's answer cited (a client-sent turn has none)."""
     if not history or history[-1]["status"] == "client":
         return []
     ids = turn_ids(state)
-    async with ctx.transaction(ids.tenant) as db:
-        sources = await TurnRepository(db, ids.tenant).prompt_sources(
-            ids.session, uuid.UUID(history[-1]["turn_id"])
-        )
+    sources = await TurnRepository(db, ids.tenant).prompt_sources(
+        ids.session, uuid.UUID(history[-1]["turn_id"])
+    )
     return cited_chunks(history[-1]["answer"], sources)
 
 
@@ -83,24 +83,26 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
             weight = 0.0
         else:
             weight = float(plan.get("cited_weight", 0.0))
-            cited = await _previous_citations(ctx, state, state["history"]) if weight else []
-            async with ctx.transaction(tenant) as db:
-                result = await ctx.retriever.search_queries(
-                    db,
-                    tenant,
-                    queries,
-                    attachment_ids=attachments,
-                    k=k,
-                    cited=cited,
-                    cited_weight=weight,
-                )
+            cited = []
+
+            async def previous_citations(db: AsyncSession) -> list[str]:
+                cited.extend(await _previous_citations(db, state, state["history"]))
+                return cited
+
+            result = await ctx.retriever.search_queries(
+                lambda: ctx.transaction(tenant),
+                tenant,
+                queries,
+                attachment_ids=attachments,
+                k=k,
+                cited=previous_citations,
+                cited_weight=weight,
+            )
             passages = [_passage(h.passage) for h in result.hits]
             contributions = result.contributions
         manifest = {
             "retrieval": {
-                "queries": [
-                    {"name": q.name, "text": q.text, "weight": q.weight} for q in queries
-                ]
+                "queries": [{"name": q.name, "text": q.text, "weight": q.weight} for q in queries]
                 + ([{"name": CITED, "chunks": cited, "weight": weight}] if cited else []),
                 "contributions": contributions,
             }
