@@ -157,7 +157,8 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                         "raw question": await _search(client, turn["text"]),
                         "previous + question": await _search(client, f"{previous} {turn['text']}"),
                     }
-                    flagged = body["context_metadata"].get("is_follow_up")
+                    metadata = body["context_metadata"]
+                    flagged = metadata.get("is_follow_up")
                     scored.append(
                         Scored(
                             conversation=conversation["id"],

@@ -14,9 +14,9 @@ from app.core.text import content_words
 from app.turns.types import ChatMessage, HistoryTurn
 
 _REFERRING = re.compile(
-    r"\b(it|its|that|this|these|those|they|them|their|he|him|his|she|her|there|then|the (?:first|second|third|fourth|fifth|"
-    r"last|other|former|latter|same)\b|one|ones|more|else|also|too|elaborate|expand|why|"
-    r"how so|what about|how about|and)\b",
+    r"\b(it|its|that|this|these|those|they|them|their|he|him|his|she|her|there|then|"
+    r"the (?:first|second|third|fourth|fifth|last|other|former|latter|same)\b|"
+    r"one|ones|more|else|also|too|elaborate|expand|why|how so|what about|how about|and)\b",
     re.IGNORECASE,
 )
 _CORRECTING = re.compile(

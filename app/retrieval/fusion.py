@@ -4,8 +4,9 @@
 chunk), standardised within the leg (z-scores, so cosine similarities and BM25 scores become
 comparable), and combined as a weighted sum; a document one leg did not return counts as that
 leg's weakest candidate (a leg whose candidates all tie, e.g. one lexical match, ranks them
-one unit above the rest instead of saying nothing). Unlike reciprocal-rank fusion it keeps how *far apart* the candidates
-are, which on SciFact is worth about two points of nDCG@10 (bench/retrieval_quality.py).
+one unit above the rest instead of saying nothing). Unlike reciprocal-rank fusion it keeps
+how *far apart* the candidates are, which on SciFact is worth about two points of nDCG@10
+(bench/retrieval_quality.py).
 
 `rrf`: reciprocal-rank fusion over chunks, score = sum(weight / (k + rank)).
 
