@@ -27,6 +27,7 @@ from bench.followups import DATA, LABELS, K, _prepare, load_jsonl, ndcg_at_k, re
 if TYPE_CHECKING:
     from app.retrieval.base import Hit
 
+CHOSEN = "base=0.25 cue=0.75 overlap=0.5 cited=0.5"
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
@@ -39,14 +40,16 @@ class Variant:
     cue_weight: float
     overlap_weight: float
     cited: float
-    history_turns: int = 2
+    history_turns: int = 3
+    corrections_drop_cited: bool = True
 
 
 def variants() -> list[Variant]:
     """The named baselines of the method, then a small grid around it."""
     fixed = [
         Variant("raw question only", 0.0, 0.0, 0.0, 0.0),
-        Variant("base=0.25 cue=0.75 overlap=0.5 cited=0.5, 1 turn", 0.25, 0.75, 0.5, 0.5, 1),
+        Variant("chosen, history of the last question only", 0.25, 0.75, 0.5, 0.5, 1),
+        Variant("chosen, corrections keep the cited leg", 0.25, 0.75, 0.5, 0.5, 3, False),
         Variant("history query, weight 1 always", 1.0, 0.0, 0.0, 0.0),
         Variant("history query, weight 0.5 always", 0.5, 0.0, 0.0, 0.0),
         Variant("cue only (0 or 1)", 0.0, 1.0, 0.0, 0.0),
@@ -110,6 +113,7 @@ async def _replay(
             overlap_weight=variant.overlap_weight,
             cited=variant.cited,
             history_turns=variant.history_turns,
+            corrections_drop_cited=variant.corrections_drop_cited,
         )
         scored: list[Turn] = []
         for conversation in conversations:
@@ -191,10 +195,11 @@ def report(results: dict[str, list[Turn]], embedder_name: str, top: int) -> None
             cells += f"{value:>14.3f}{mark}"
         return f"{name:<42}{cells}"
 
-    fixed = names[:7]
+    fixed = names[:8]
     for name in fixed:
         print(line(name))
-    grid = sorted(names[7:], key=lambda n: -mean(results[n], None, "recall"))
+    print(line(CHOSEN) + "  <- chosen (app.graph.query_plan.WEIGHTING)")
+    grid = sorted(names[8:], key=lambda n: -mean(results[n], None, "recall"))
     print(f"-- grid: best {top} of {len(grid)} by overall recall@5 (* below raw on a slice)")
     for name in grid[:top]:
         print(line(name))

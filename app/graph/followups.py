@@ -54,6 +54,11 @@ def is_follow_up(query: str, history: Sequence[HistoryTurn]) -> bool:
     return bool(_REFERRING.search(query)) and len(words) <= 5
 
 
+def is_correction(query: str) -> bool:
+    """The question corrects the previous one ("No, I meant …", "Sorry, for …")."""
+    return bool(_CORRECTING.search(query))
+
+
 def _ordinal(query: str) -> int | None:
     match = _ORDINAL.search(query)
     if match is None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.text import content_words
-from app.graph.followups import is_follow_up, rewrite_by_rules
+from app.graph.followups import is_correction, is_follow_up, rewrite_by_rules
 from app.retrieval.multi_query import WeightedQuery
 from app.turns.types import HistoryTurn
 
@@ -35,6 +35,8 @@ class Weighting:
     overlap_weight: float = 0.5
     cap: float = 1.0
     cited: float = 0.5
+    corrections_drop_cited: bool = True
+    """A correction ("No, I meant …") does not lift what the previous answer cited."""
     history_turns: int = 3
     """At most how many earlier questions the history query borrows words from: the last
     one, and before it those the later ones followed up on (a chain of follow-ups)."""
@@ -53,10 +55,17 @@ class Relatedness:
     cue: bool
     overlap: float
     score: float
+    correction: bool = False
+    """The question corrects the previous one: what that answer cited is what it did not mean."""
 
     def as_dict(self) -> dict[str, float | bool]:
         """The signals as the manifest records them."""
-        return {"cue": self.cue, "overlap": round(self.overlap, 3), "score": round(self.score, 3)}
+        return {
+            "cue": self.cue,
+            "correction": self.correction,
+            "overlap": round(self.overlap, 3),
+            "score": round(self.score, 3),
+        }
 
 
 def _stem(word: str) -> str:
@@ -77,7 +86,7 @@ def relatedness(
     overlap = len(words & said) / len(words) if words else 0.0
     cue = is_follow_up(query, history)
     score = min(1.0, float(cue) + overlap)
-    return Relatedness(cue=cue, overlap=overlap, score=score)
+    return Relatedness(cue=cue, overlap=overlap, score=score, correction=is_correction(query))
 
 
 def thread_length(history: Sequence[HistoryTurn], weighting: Weighting = WEIGHTING) -> int:
@@ -132,5 +141,7 @@ def plan_queries(
 
 
 def cited_weight(related: Relatedness, weighting: Weighting = WEIGHTING) -> float:
-    """The weight of the documents the previous answer cited."""
+    """The weight of the documents the previous answer cited (none for a correction)."""
+    if related.correction and weighting.corrections_drop_cited:
+        return 0.0
     return round(weighting.cited * related.score, 3)

@@ -139,11 +139,12 @@ class HybridRetriever:
         tenant), all at once: a turn's extra queries then cost about one search's time,
         not one each."""
         used = [q for q in queries if q.weight > 0]
+        vectors = await self.embedder.embed([q.text for q in used])  # one batch
 
-        async def legs(text: str) -> dict[str, list[Hit]]:
+        async def legs(text: str, vector: list[float]) -> dict[str, list[Hit]]:
             async with transaction() as db:
                 (by_leg,) = await self.query_legs(
-                    db, tenant_id, [text], attachment_ids=attachment_ids
+                    db, tenant_id, [text], attachment_ids=attachment_ids, vectors=[vector]
                 )
             return by_leg
 
@@ -154,7 +155,9 @@ class HybridRetriever:
                 return await cited(db)
 
         cited_task = asyncio.ensure_future(citations())
-        per_query = await asyncio.gather(*(legs(q.text) for q in used))
+        per_query = await asyncio.gather(
+            *(legs(q.text, v) for q, v in zip(used, vectors, strict=True))
+        )
         cited_ids = list(await cited_task)
         return fuse_queries(
             {q.name: by_leg for q, by_leg in zip(used, per_query, strict=True)},
@@ -209,14 +212,15 @@ class HybridRetriever:
         attachment_ids: Sequence[uuid.UUID] = (),
         knowledge_base: bool = True,
         legs: Sequence[Leg] = ("dense", "lexical"),
+        vectors: Sequence[list[float]] | None = None,
     ) -> list[dict[str, list[Hit]]]:
         """Each query's candidates per leg, best first, unfused: the queries are embedded in
-        one call and share one preparation of the search (app/retrieval/multi_query.py fuses
-        several queries' legs at once)."""
+        one call (unless their `vectors` are given) and share one preparation of the search."""
         settings = self.settings
         repository = SearchRepository(db, tenant_id)
         kb_chunks = await repository.prepare(ef_search=settings.ef_search)
-        vectors = await self.embedder.embed(list(queries)) if "dense" in legs else []
+        if vectors is None:
+            vectors = await self.embedder.embed(list(queries)) if "dense" in legs else []
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         per_query: list[dict[str, list[Hit]]] = []
         for index, query in enumerate(queries):

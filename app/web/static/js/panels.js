@@ -109,7 +109,7 @@ function searchedWith(retrieval) {
   const queries = (retrieval && retrieval.queries) || [];
   if (!queries.length) return null;
   const what = (q) => (q.name === "cited" ? `${(q.chunks || []).length} source(s) the last answer cited` : q.text);
-  return h("ul", {}, queries.map((q) => h("li", {}, `${q.name} ×${q.weight}: ${what(q)}`)));
+  return h("ul", {}, queries.map((q) => h("li", {}, `${q.name} (weight ${q.weight}): ${what(q)}`)));
 }
 
 /** How a turn's answer was built, from its context metadata (and triage and validation). */
