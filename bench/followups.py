@@ -181,15 +181,16 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
 
 async def _retrieval_latency(
     owner_url: str, embedder_name: str, tenant_id: uuid.UUID, scored: list[Scored]
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float]]:
     """Per turn ≥ 2, in-process against the same database: the single search of the raw
     question, and the multi-query path with the queries `/chat` planned for that turn (the
     previous turn's sources read as retrieve reads them, then one fused search). Alternated,
     three rounds; each turn's median per path, in ms. As in retrieve, each query (and the
-    read of the previous answer's sources) has a transaction of its own, all at once."""
+    read of the previous answer's sources) has a transaction of its own, all at once; and,
+    for comparison, the same work one query after the other in one transaction."""
     from app.core.db import scope_to_tenant
     from app.retrieval.hybrid import FusionSettings, HybridRetriever
-    from app.retrieval.multi_query import CITED, WeightedQuery
+    from app.retrieval.multi_query import CITED, WeightedQuery, fuse_queries
     from app.turns.repository import TurnRepository
 
     store = await open_product_store(owner_url, embedder_name)
@@ -209,13 +210,16 @@ async def _retrieval_latency(
 
     single: list[float] = []
     multi: list[float] = []
+    sequential: list[float] = []
     for turn in scored:
         planned = [q for q in turn.queries if q["name"] != CITED]
         cited = [q for q in turn.queries if q["name"] == CITED]
         queries = [WeightedQuery(q["name"], q["text"], q["weight"]) for q in planned]
         if not queries:
             continue
-        one, many = [], []
+        one: list[float] = []
+        many: list[float] = []
+        serial: list[float] = []
         for _ in range(3):
             started = time.perf_counter()
             async with transaction() as db:
@@ -232,21 +236,45 @@ async def _retrieval_latency(
                 cited_weight=cited[0]["weight"] if cited else 0.0,
             )
             many.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            async with transaction() as db:  # the same work, one query after the other
+                ids = await _cited(turn, db) if cited else []
+                legs = await retriever.query_legs(db, tenant_id, [q.text for q in queries])
+            fuse_queries(
+                {q.name: by_leg for q, by_leg in zip(queries, legs, strict=True)},
+                {q.name: q.weight for q in queries},
+                leg_weights=retriever.leg_weights(),
+                method=retriever.settings.method,
+                rrf_k=retriever.settings.k,
+                k=K,
+                cited=ids,
+                cited_weight=cited[0]["weight"] if cited else 0.0,
+            )
+            serial.append((time.perf_counter() - started) * 1000)
         single.append(statistics.median(one))
         multi.append(statistics.median(many))
+        sequential.append(statistics.median(serial))
     await store.engine.dispose()
-    return single, multi
+    return single, multi, sequential
 
 
-def report_latency(single: list[float], multi: list[float]) -> None:
+def report_latency(single: list[float], multi: list[float], sequential: list[float]) -> None:
     """The multi-query path's extra retrieval time per turn beside the single search."""
-    extra = [m - s for s, m in zip(single, multi, strict=True)]
-    print(
-        f"retrieval per turn >= 2 (n={len(extra)}, in-process, same run): single query "
-        f"p50 {percentile(single, 50):.1f} ms p95 {percentile(single, 95):.1f} ms; "
-        f"multi-query p50 {percentile(multi, 50):.1f} ms p95 {percentile(multi, 95):.1f} ms; "
-        f"extra p50 {percentile(extra, 50):.1f} ms p95 {percentile(extra, 95):.1f} ms"
-    )
+    print(f"retrieval per turn >= 2 (n={len(single)}, in-process, same run, ms):")
+    print(f"  single query (today)            p50 {_p(single, 50)} p95 {_p(single, 95)}")
+    for name, times in (
+        ("multi-query (queries at once)", multi),
+        ("multi-query, sequential", sequential),
+    ):
+        extra = [m - s for s, m in zip(single, times, strict=True)]
+        print(
+            f"  {name:<32}p50 {_p(times, 50)} p95 {_p(times, 95)}; "
+            f"extra p50 {_p(extra, 50)} p95 {_p(extra, 95)}"
+        )
+
+
+def _p(values: list[float], pct: float) -> str:
+    return f"{percentile(values, pct):.1f}"
 
 
 def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
@@ -313,11 +341,13 @@ def main() -> None:
         }
         with uvicorn_server(env, app="app.main:app_factory") as base:
             scored, latencies, later = asyncio.run(_play(base, ids))
-        single, multi = asyncio.run(_retrieval_latency(owner_url, args.embedder, tenant_id, scored))
+        single, multi, sequential = asyncio.run(
+            _retrieval_latency(owner_url, args.embedder, tenant_id, scored)
+        )
     if args.show_turns:
         show_turns(scored)
     report(scored, latencies, later, args.embedder)
-    report_latency(single, multi)
+    report_latency(single, multi, sequential)
     print(f"whole run {time.perf_counter() - started:.0f} s")
 
 
