@@ -6,12 +6,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
-
-if TYPE_CHECKING:
-    from app.retrieval.multi_query import MultiQueryResult, WeightedQuery
 
 PassageKind = Literal["kb", "attachment"]
 
@@ -49,6 +46,23 @@ class Hit:
     def score(self) -> float:
         """The passage's score (its leg's, or fused)."""
         return self.passage.score
+
+
+@dataclass(frozen=True)
+class WeightedQuery:
+    """One query of a turn: its name (`question`, `history`, `rewrite`), text and weight."""
+
+    name: str
+    text: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class MultiQueryResult:
+    """The fused passages, best first, and which queries brought each (by chunk id)."""
+
+    hits: list[Hit]
+    contributions: dict[str, list[str]]
 
 
 class Retriever(Protocol):

@@ -21,19 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from app.retrieval.base import Hit
+from app.retrieval.base import Hit, MultiQueryResult, WeightedQuery
 from app.retrieval.fusion import FusionMethod, Scored, fuse
 
+__all__ = ["CITED", "MultiQueryResult", "WeightedQuery", "fuse_queries"]
+
 CITED = "cited"
-
-
-@dataclass(frozen=True)
-class WeightedQuery:
-    """One query of a turn: its name (`question`, `history`, `rewrite`), text and weight."""
-
-    name: str
-    text: str
-    weight: float
 
 
 @dataclass(frozen=True)
@@ -43,14 +36,6 @@ class _CitedScore:
     chunk_id: str
     document_key: str
     score: float
-
-
-@dataclass(frozen=True)
-class MultiQueryResult:
-    """The fused passages, best first, and which queries brought each (by chunk id)."""
-
-    hits: list[Hit]
-    contributions: dict[str, list[str]]
 
 
 def fuse_queries(
