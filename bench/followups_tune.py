@@ -42,6 +42,7 @@ class Variant:
     cited: float
     history_turns: int = 3
     corrections_drop_cited: bool = True
+    correction_history: float | None = None
 
 
 def variants() -> list[Variant]:
@@ -50,6 +51,8 @@ def variants() -> list[Variant]:
         Variant("raw question only", 0.0, 0.0, 0.0, 0.0),
         Variant("chosen, history of the last question only", 0.25, 0.75, 0.5, 0.5, 1),
         Variant("chosen, corrections keep the cited leg", 0.25, 0.75, 0.5, 0.5, 3, False),
+        Variant("chosen, a correction's history at 0.5", 0.25, 0.75, 0.5, 0.5, 3, True, 0.5),
+        Variant("chosen, a correction's history at 0.25", 0.25, 0.75, 0.5, 0.5, 3, True, 0.25),
         Variant("history query, weight 1 always", 1.0, 0.0, 0.0, 0.0),
         Variant("history query, weight 0.5 always", 0.5, 0.0, 0.0, 0.0),
         Variant("cue only (0 or 1)", 0.0, 1.0, 0.0, 0.0),
@@ -114,6 +117,7 @@ async def _replay(
             cited=variant.cited,
             history_turns=variant.history_turns,
             corrections_drop_cited=variant.corrections_drop_cited,
+            correction_history=variant.correction_history,
         )
         scored: list[Turn] = []
         for conversation in conversations:
@@ -184,7 +188,11 @@ def report(results: dict[str, list[Turn]], embedder_name: str, top: int) -> None
     raw = results["raw question only"]
     floors = {label: mean(raw, label, "recall") for label in LABELS}
     print(f"\nembedder {embedder_name}: recall@5 (nDCG@5 overall) on turns >= 2")
-    print(f"{'variant':<42}{'overall':>15}" + "".join(f"{label:>15}" for label in LABELS))
+    print(
+        f"{'variant':<42}{'overall':>15}"
+        + "".join(f"{label:>15}" for label in LABELS)
+        + f"{'clarif. nDCG':>14}"
+    )
 
     def line(name: str) -> str:
         turns = results[name]
@@ -193,13 +201,14 @@ def report(results: dict[str, list[Turn]], embedder_name: str, top: int) -> None
             value = mean(turns, label, "recall")
             mark = "*" if value < floors[label] - 1e-9 else " "
             cells += f"{value:>14.3f}{mark}"
+        cells += f"{mean(turns, 'clarification', 'ndcg'):>14.3f}"
         return f"{name:<42}{cells}"
 
-    fixed = names[:8]
+    fixed = names[:10]
     for name in fixed:
         print(line(name))
     print(line(CHOSEN) + "  <- chosen (app.graph.query_plan.WEIGHTING)")
-    grid = sorted(names[8:], key=lambda n: -mean(results[n], None, "recall"))
+    grid = sorted(names[10:], key=lambda n: -mean(results[n], None, "recall"))
     print(f"-- grid: best {top} of {len(grid)} by overall recall@5 (* below raw on a slice)")
     for name in grid[:top]:
         print(line(name))

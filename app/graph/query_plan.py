@@ -35,6 +35,8 @@ class Weighting:
     overlap_weight: float = 0.5
     cap: float = 1.0
     cited: float = 0.5
+    correction_history: float | None = None
+    """A correction's history weight, if not the formula's (None: the formula)."""
     corrections_drop_cited: bool = True
     """A correction ("No, I meant …") does not lift what the previous answer cited."""
     history_turns: int = 3
@@ -104,6 +106,8 @@ def thread_length(history: Sequence[HistoryTurn], weighting: Weighting = WEIGHTI
 
 def history_weight(related: Relatedness, weighting: Weighting = WEIGHTING) -> float:
     """The history-conditioned query's weight beside the raw question's 1."""
+    if related.correction and weighting.correction_history is not None:
+        return weighting.correction_history
     weight = (
         weighting.base
         + weighting.cue_weight * float(related.cue)
