@@ -6,7 +6,7 @@ standalone rewrite as well). How much the history query weighs is set by how rel
 question is to the conversation, from two signals that mean the same under any embedder:
 
 - `cue`: the question leans on something said before (a referring word in a short
-  question, an ordinal, no content word at all: `is_follow_up`);
+  question, an ordinal, a correction, no content word at all: `is_follow_up`);
 - `overlap`: the share of the question's content words the previous turn (question and
   answer) already used.
 
