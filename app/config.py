@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     llm: Literal["extractive", "openai", "anthropic", "openai-compatible"] = "extractive"
     llm_model: str | None = None
     """Model name; default per provider (see app.llm.providers)."""
+    llm_fast_model: str | None = None
+    """A smaller model of the same provider for the follow-up rewrite before retrieval (the
+    answer keeps `llm_model`). Unset: the rewrite uses `llm_model`."""
     llm_temperature: float = Field(default=0.2, ge=0, le=2)
     llm_max_tokens: int = Field(default=1024, ge=16)
     llm_timeout_seconds: float = Field(default=60, gt=0)

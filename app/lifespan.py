@@ -37,7 +37,7 @@ from app.graph.context import TurnContext
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.offload import PreparePool
-from app.llm.providers import build_responder
+from app.llm.providers import build_fast_responder, build_responder
 from app.observability.tracing import build_tracing
 from app.resources import Resources
 from app.retention.schedule import RetentionScheduler
@@ -81,6 +81,7 @@ async def build_resources(settings: Settings) -> Resources:
         responder=build_responder(settings),
         policies=TenantPolicies(settings),
         embedder=embedder,
+        rewriter=build_fast_responder(settings),
     )
     saver = TenantScopedSaver(pool)
     saver.keep_checkpoints = settings.checkpoints_per_thread

@@ -20,14 +20,19 @@ import asyncio
 import importlib.util
 import json
 import math
+import statistics
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bench.chat_overhead import UNLIMITED
 from bench.common import ROOT, bench_database, percentile, uvicorn_server
@@ -70,7 +75,7 @@ def _documents_in_order(ids: list[str | None]) -> list[str]:
 
 @dataclass
 class Scored:
-    """Scores of one turn ≥ 2, per method."""
+    """Scores of one turn ≥ 2, per method; and what the latency replay needs of it."""
 
     conversation: str
     label: str
@@ -78,10 +83,15 @@ class Scored:
     recall: dict[str, float] = field(default_factory=dict)
     ndcg: dict[str, float] = field(default_factory=dict)
     flagged: bool | None = None
+    queries: list[dict[str, Any]] = field(default_factory=list)
+    """The manifest's `retrieval.queries` (name, text, weight; `cited` with its chunks)."""
+    previous_turn: str = ""
+    session_id: str = ""
 
 
-async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
-    """Tenant, admin and the corpus ingested; the map of document UUIDs to dev-set ids."""
+async def _prepare(owner_url: str, embedder_name: str) -> tuple[uuid.UUID, dict[str, str]]:
+    """Tenant, admin and the corpus ingested; the tenant and the map of document UUIDs to
+    dev-set ids."""
     from app.auth.service import create_user
     from app.core.db import scope_to_tenant
     from app.tenants.service import create_tenant
@@ -105,7 +115,7 @@ async def _prepare(owner_url: str, embedder_name: str) -> dict[str, str]:
         )
         ids[str(document_id)] = doc["id"]
     await store.engine.dispose()
-    return ids
+    return tenant.id, ids
 
 
 async def _search(client: httpx.AsyncClient, query: str) -> list[str]:
@@ -126,6 +136,7 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
             created = await client.post("/sessions", json={"title": conversation["id"]})
             session_id = created.json()["id"]
             previous: str | None = None
+            previous_turn = ""
             for turn in conversation["turns"]:
                 started = time.perf_counter()
                 response = await client.post(
@@ -146,7 +157,8 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                         "raw question": await _search(client, turn["text"]),
                         "previous + question": await _search(client, f"{previous} {turn['text']}"),
                     }
-                    flagged = body["context_metadata"].get("is_follow_up")
+                    metadata = body["context_metadata"]
+                    flagged = metadata.get("is_follow_up")
                     scored.append(
                         Scored(
                             conversation=conversation["id"],
@@ -155,10 +167,114 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                             recall={m: recall_at_k(r, gold) for m, r in ranked.items()},
                             ndcg={m: ndcg_at_k(r, gold) for m, r in ranked.items()},
                             flagged=flagged if isinstance(flagged, bool) else None,
+                            queries=body["context_metadata"]
+                            .get("retrieval", {})
+                            .get("queries", []),
+                            previous_turn=previous_turn,
+                            session_id=session_id,
                         )
                     )
                 previous = turn["text"]
+                previous_turn = body["turn_id"]
     return scored, latencies, later
+
+
+async def _retrieval_latency(
+    owner_url: str, embedder_name: str, tenant_id: uuid.UUID, scored: list[Scored]
+) -> tuple[list[float], list[float], list[float]]:
+    """Per turn ≥ 2, in-process against the same database: the single search of the raw
+    question, and the multi-query path with the queries `/chat` planned for that turn (the
+    previous turn's sources read as retrieve reads them, then one fused search). Alternated,
+    three rounds; each turn's median per path, in ms. As in retrieve, each query (and the
+    read of the previous answer's sources) has a transaction of its own, all at once; and,
+    for comparison, the same work one query after the other in one transaction."""
+    from app.core.db import scope_to_tenant
+    from app.retrieval.hybrid import FusionSettings, HybridRetriever
+    from app.retrieval.multi_query import CITED, WeightedQuery, fuse_queries
+    from app.turns.repository import TurnRepository
+
+    store = await open_product_store(owner_url, embedder_name)
+    retriever = HybridRetriever(store.embedder, FusionSettings.from_settings(store.settings))
+
+    @asynccontextmanager
+    async def transaction() -> AsyncIterator[AsyncSession]:
+        async with store.sessions() as db, db.begin():
+            await scope_to_tenant(db, tenant_id)
+            yield db
+
+    async def _cited(turn: Scored, db: AsyncSession) -> list[str]:
+        sources = await TurnRepository(db, tenant_id).prompt_sources(
+            uuid.UUID(turn.session_id), uuid.UUID(turn.previous_turn)
+        )
+        return [s["id"] for s in sources]
+
+    single: list[float] = []
+    multi: list[float] = []
+    sequential: list[float] = []
+    for turn in scored:
+        planned = [q for q in turn.queries if q["name"] != CITED]
+        cited = [q for q in turn.queries if q["name"] == CITED]
+        queries = [WeightedQuery(q["name"], q["text"], q["weight"]) for q in planned]
+        if not queries:
+            continue
+        one: list[float] = []
+        many: list[float] = []
+        serial: list[float] = []
+        for _ in range(3):
+            started = time.perf_counter()
+            async with transaction() as db:
+                await retriever.search(db, tenant_id, turn.text, attachment_ids=[], k=K)
+            one.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await retriever.search_queries(
+                transaction,
+                tenant_id,
+                queries,
+                attachment_ids=[],
+                k=K,
+                cited=partial(_cited, turn) if cited else None,
+                cited_weight=cited[0]["weight"] if cited else 0.0,
+            )
+            many.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            async with transaction() as db:  # the same work, one query after the other
+                ids = await _cited(turn, db) if cited else []
+                legs = await retriever.query_legs(db, tenant_id, [q.text for q in queries])
+            fuse_queries(
+                {q.name: by_leg for q, by_leg in zip(queries, legs, strict=True)},
+                {q.name: q.weight for q in queries},
+                leg_weights=retriever.leg_weights(),
+                method=retriever.settings.method,
+                rrf_k=retriever.settings.k,
+                k=K,
+                cited=ids,
+                cited_weight=cited[0]["weight"] if cited else 0.0,
+            )
+            serial.append((time.perf_counter() - started) * 1000)
+        single.append(statistics.median(one))
+        multi.append(statistics.median(many))
+        sequential.append(statistics.median(serial))
+    await store.engine.dispose()
+    return single, multi, sequential
+
+
+def report_latency(single: list[float], multi: list[float], sequential: list[float]) -> None:
+    """The multi-query path's extra retrieval time per turn beside the single search."""
+    print(f"retrieval per turn >= 2 (n={len(single)}, in-process, same run, ms):")
+    print(f"  single query (today)            p50 {_p(single, 50)} p95 {_p(single, 95)}")
+    for name, times in (
+        ("multi-query (queries at once)", multi),
+        ("multi-query, sequential", sequential),
+    ):
+        extra = [m - s for s, m in zip(single, times, strict=True)]
+        print(
+            f"  {name:<32}p50 {_p(times, 50)} p95 {_p(times, 95)}; "
+            f"extra p50 {_p(extra, 50)} p95 {_p(extra, 95)}"
+        )
+
+
+def _p(values: list[float], pct: float) -> str:
+    return f"{percentile(values, pct):.1f}"
 
 
 def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
@@ -214,7 +330,7 @@ def main() -> None:
         )
     started = time.perf_counter()
     with bench_database() as owner_url:
-        ids = asyncio.run(_prepare(owner_url, args.embedder))
+        tenant_id, ids = asyncio.run(_prepare(owner_url, args.embedder))
         env = {
             "DATABASE_URL": owner_url,
             "THREADLINE_JWT_SECRET": JWT_SECRET,
@@ -225,9 +341,13 @@ def main() -> None:
         }
         with uvicorn_server(env, app="app.main:app_factory") as base:
             scored, latencies, later = asyncio.run(_play(base, ids))
+        single, multi, sequential = asyncio.run(
+            _retrieval_latency(owner_url, args.embedder, tenant_id, scored)
+        )
     if args.show_turns:
         show_turns(scored)
     report(scored, latencies, later, args.embedder)
+    report_latency(single, multi, sequential)
     print(f"whole run {time.perf_counter() - started:.0f} s")
 
 

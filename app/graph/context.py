@@ -40,6 +40,9 @@ class TurnContext:
     jobs: JobRunner | None = None
     """Where jobs a turn enqueues after its commit go (the summary job); set once the
     lifespan has built the runner."""
+    rewriter: Responder | None = None
+    """The fast model for the follow-up rewrite (`THREADLINE_LLM_FAST_MODEL`); None: the
+    responder's own model rewrites."""
 
     @asynccontextmanager
     async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:

@@ -14,10 +14,13 @@ from app.core.text import content_words
 from app.turns.types import ChatMessage, HistoryTurn
 
 _REFERRING = re.compile(
-    r"\b(it|its|that|this|these|those|they|them|their|the (?:first|second|third|fourth|fifth|"
-    r"last|other|former|latter|same)\b|one|ones|more|else|also|too|elaborate|expand|why|"
-    r"how so|what about|how about|and)\b",
+    r"\b(it|its|that|this|these|those|they|them|their|he|him|his|she|her|there|then|"
+    r"the (?:first|second|third|fourth|fifth|last|other|former|latter|same)\b|"
+    r"one|ones|more|else|also|too|elaborate|expand|why|how so|what about|how about|and)\b",
     re.IGNORECASE,
+)
+_CORRECTING = re.compile(
+    r"^\W*(?:no\b|nope\b|sorry\b|i meant\b|i mean\b|actually\b|rather\b|not that\b)", re.I
 )
 _ORDINALS = {
     "first": 1,
@@ -38,16 +41,22 @@ _STRIP_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
 
 def is_follow_up(query: str, history: Sequence[HistoryTurn]) -> bool:
-    """A question that leans on earlier turns: an ordinal, a short question with a referring
-    word ("that", "it", "and …", "what about"), or one with no content words at all ("why?")."""
+    """A question that leans on earlier turns: an ordinal, a correction ("No, I meant …"), a
+    short question with a referring word ("that", "it", "and …", "what about"), or one with
+    no content words at all ("why?")."""
     if not history:
         return False
     words = content_words(query)
-    if _ORDINAL.search(query):
+    if _ORDINAL.search(query) or _CORRECTING.search(query):
         return True
     if not words:
         return True
     return bool(_REFERRING.search(query)) and len(words) <= 5
+
+
+def is_correction(query: str) -> bool:
+    """The question corrects the previous one ("No, I meant …", "Sorry, for …")."""
+    return bool(_CORRECTING.search(query))
 
 
 def _ordinal(query: str) -> int | None:
@@ -68,19 +77,40 @@ def _items(answer: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", answer) if s.strip()]
 
 
-def rewrite_by_rules(query: str, history: Sequence[HistoryTurn]) -> str:
-    """A standalone query from the follow-up and the turn it follows."""
+def _lower(words: Sequence[str]) -> set[str]:
+    return {w.lower() for w in words}
+
+
+def rewrite_by_rules(query: str, history: Sequence[HistoryTurn], turns: int = 1) -> str:
+    """A standalone query: the words of what the follow-up refers to (the listed item an
+    ordinal points at, else the last `turns` questions, newest first), then the follow-up
+    itself, verbatim — a rewrite adds context, it never drops the user's words."""
     last = history[-1]
+    own = _lower(content_words(query))
     ordinal = _ordinal(query)
+    topic: list[str] = []
     if ordinal is not None:
         items = _items(last["answer"])
         index = ordinal - 1 if ordinal > 0 else len(items) - 1
         if 0 <= index < len(items):
-            topic = " ".join(content_words(items[index])[:12])
-            return " ".join([*content_words(query)[:6], topic]).strip() or topic
-    topic_words = content_words(last["user_query"])
-    own = [w for w in content_words(query) if w.lower() not in {t.lower() for t in topic_words}]
-    return " ".join([*topic_words[:12], *own[:8]]).strip() or query
+            topic = content_words(items[index])[:12]
+    if not topic:
+        for turn in reversed(history[-turns:]):
+            topic += content_words(turn["user_query"])[:12]
+    seen: set[str] = set()
+    context = []
+    for word in topic:
+        if word.lower() not in own and word.lower() not in seen:
+            seen.add(word.lower())
+            context.append(word)
+    return " ".join([*context, query.strip()]).strip()
+
+
+def keep_user_words(rewrite: str, query: str) -> str:
+    """The rewrite with every content word of the question it dropped appended, in order."""
+    present = _lower(content_words(rewrite))
+    dropped = [w for w in dict.fromkeys(content_words(query)) if w.lower() not in present]
+    return " ".join([rewrite.strip(), *dropped]).strip()
 
 
 def rewrite_prompt(query: str, history: Sequence[HistoryTurn]) -> list[ChatMessage]:

@@ -75,6 +75,9 @@ class TurnState(TypedDict):
     composition_confidence: float
     is_follow_up: bool
     reformulated_query: str
+    retrieval_plan: Working[dict[str, Any]]
+    """What retrieve searches with (`app.graph.query_plan`): `queries` (name, text, weight)
+    and `cited_weight`, the weight of the documents the previous answer cited."""
     # --- retrieve -------------------------------------------------------------------------
     passages: Working[list[PassageData]]
     # --- build_context --------------------------------------------------------------------
@@ -136,6 +139,7 @@ def initial_state(
         composition_confidence=0.0,
         is_follow_up=False,
         reformulated_query="",
+        retrieval_plan={},
         passages=[],
         prompt=[],
         sources=[],

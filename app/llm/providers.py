@@ -18,11 +18,20 @@ class ProviderConfigError(RuntimeError):
     pass
 
 
-def build_responder(settings: Settings) -> Responder:
-    """The configured provider, or the offline extractive responder."""
+def build_fast_responder(settings: Settings) -> Responder | None:
+    """The provider with `THREADLINE_LLM_FAST_MODEL` (the follow-up rewrite's model), or None
+    when it is not set or there is no model at all."""
+    if settings.llm == "extractive" or not settings.llm_fast_model:
+        return None
+    return build_responder(settings, model=settings.llm_fast_model)
+
+
+def build_responder(settings: Settings, *, model: str | None = None) -> Responder:
+    """The configured provider (with `model` instead of `THREADLINE_LLM_MODEL` if given), or
+    the offline extractive responder."""
     if settings.llm == "extractive":
         return ExtractiveResponder()
-    model = settings.llm_model or DEFAULT_MODELS[settings.llm]
+    model = model or settings.llm_model or DEFAULT_MODELS[settings.llm]
     if settings.llm in ("openai", "openai-compatible"):
         from langchain_openai import ChatOpenAI
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -47,6 +48,23 @@ class Hit:
         return self.passage.score
 
 
+@dataclass(frozen=True)
+class WeightedQuery:
+    """One query of a turn: its name (`question`, `history`, `rewrite`), text and weight."""
+
+    name: str
+    text: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class MultiQueryResult:
+    """The fused passages, best first, and which queries brought each (by chunk id)."""
+
+    hits: list[Hit]
+    contributions: dict[str, list[str]]
+
+
 class Retriever(Protocol):
     """Finds the passages an answer may draw on, for the chat pipeline and its tools."""
 
@@ -63,4 +81,20 @@ class Retriever(Protocol):
 
         `db` is already scoped to `tenant_id`; implementations filter by it as well.
         """
+        ...
+
+    async def search_queries(
+        self,
+        transaction: Callable[[], AbstractAsyncContextManager[AsyncSession]],
+        tenant_id: uuid.UUID,
+        queries: Sequence[WeightedQuery],
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+        cited: Callable[[AsyncSession], Awaitable[Sequence[str]]] | None = None,
+        cited_weight: float = 0.0,
+    ) -> MultiQueryResult:
+        """The `k` best passages for several weighted queries and the chunks an earlier
+        answer cited (read by `cited`), fused as one search; with which query brought each.
+        `transaction()` opens a transaction scoped to `tenant_id` (one per query, at once)."""
         ...

@@ -3,8 +3,10 @@
 `zscore` (the default): each leg's candidates are reduced to one score per document (its best
 chunk), standardised within the leg (z-scores, so cosine similarities and BM25 scores become
 comparable), and combined as a weighted sum; a document one leg did not return counts as that
-leg's weakest candidate. Unlike reciprocal-rank fusion it keeps how *far apart* the candidates
-are, which on SciFact is worth about two points of nDCG@10 (bench/retrieval_quality.py).
+leg's weakest candidate (a leg whose candidates all tie, e.g. one lexical match, ranks them
+one unit above the rest instead of saying nothing). Unlike reciprocal-rank fusion it keeps
+how *far apart* the candidates are, which on SciFact is worth about two points of nDCG@10
+(bench/retrieval_quality.py).
 
 `rrf`: reciprocal-rank fusion over chunks, score = sum(weight / (k + rank)).
 
@@ -80,6 +82,11 @@ def _rrf(
     return scores
 
 
+_TIED = 1.0
+"""The z-score of the documents of a leg whose candidates all score the same (a lexical leg
+with one match): one unit above the documents it did not return, which count as 0."""
+
+
 def _zscore(legs: Mapping[str, Sequence[Scored]], weights: Mapping[str, float]) -> dict[str, float]:
     total_weight = sum(weights[leg] for leg in legs) or 1.0
     per_leg: dict[str, dict[str, float]] = {}  # leg -> document -> standardised best score
@@ -89,9 +96,12 @@ def _zscore(legs: Mapping[str, Sequence[Scored]], weights: Mapping[str, float]) 
             best[hit.document_key] = max(best.get(hit.document_key, hit.score), hit.score)
         if best:
             mean = statistics.fmean(best.values())
-            spread = statistics.pstdev(best.values()) or 1.0
-            per_leg[leg] = {doc: (score - mean) / spread for doc, score in best.items()}
-    floors = {leg: min(z.values()) for leg, z in per_leg.items()}
+            spread = statistics.pstdev(best.values())
+            if spread:
+                per_leg[leg] = {doc: (score - mean) / spread for doc, score in best.items()}
+            else:  # one candidate, or all tied: what it returned beats what it did not
+                per_leg[leg] = {doc: _TIED for doc in best}
+    floors = {leg: min(min(z.values()), 0.0) for leg, z in per_leg.items()}
     document_scores: dict[str, float] = {}
     for document in {doc for z in per_leg.values() for doc in z}:
         document_scores[document] = (

@@ -10,8 +10,10 @@ candidates are then fused (`app.retrieval.fusion`).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -21,9 +23,12 @@ from app.config import Settings
 from app.embeddings.base import Embedder
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import FusionMethod, fuse
+from app.retrieval.multi_query import MultiQueryResult, WeightedQuery, fuse_queries
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
 
 Leg = Literal["dense", "lexical"]
+CitedLoader = Callable[[AsyncSession], Awaitable[Sequence[str]]]
+"""Reads the chunk ids an earlier answer cited, in a transaction of its own."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,55 @@ class HybridRetriever:
         hits = await self.search_hits(db, tenant_id, query, attachment_ids=attachment_ids, k=k)
         return [hit.passage for hit in hits]
 
+    async def search_queries(
+        self,
+        transaction: Callable[[], AbstractAsyncContextManager[AsyncSession]],
+        tenant_id: uuid.UUID,
+        queries: Sequence[WeightedQuery],
+        *,
+        attachment_ids: Sequence[uuid.UUID],
+        k: int,
+        cited: CitedLoader | None = None,
+        cited_weight: float = 0.0,
+    ) -> MultiQueryResult:
+        """The `k` best passages for several weighted queries (and the chunks an earlier
+        answer cited, read by `cited`), fused as one search (app/retrieval/multi_query.py).
+
+        Each query searches in a transaction of its own (`transaction()`, scoped to the
+        tenant), all at once: a turn's extra queries then cost about one search's time,
+        not one each."""
+        used = [q for q in queries if q.weight > 0]
+        vectors = await self.embedder.embed([q.text for q in used])  # one batch
+
+        async def legs(text: str, vector: list[float]) -> dict[str, list[Hit]]:
+            async with transaction() as db:
+                (by_leg,) = await self.query_legs(
+                    db, tenant_id, [text], attachment_ids=attachment_ids, vectors=[vector]
+                )
+            return by_leg
+
+        async def citations() -> Sequence[str]:
+            if cited is None or cited_weight <= 0:
+                return ()
+            async with transaction() as db:
+                return await cited(db)
+
+        cited_task = asyncio.ensure_future(citations())
+        per_query = await asyncio.gather(
+            *(legs(q.text, v) for q, v in zip(used, vectors, strict=True))
+        )
+        cited_ids = list(await cited_task)
+        return fuse_queries(
+            {q.name: by_leg for q, by_leg in zip(used, per_query, strict=True)},
+            {q.name: q.weight for q in used},
+            leg_weights=self.leg_weights(),
+            method=self.settings.method,
+            rrf_k=self.settings.k,
+            k=k,
+            cited=cited_ids,
+            cited_weight=cited_weight,
+        )
+
     async def search_hits(
         self,
         db: AsyncSession,
@@ -129,28 +183,61 @@ class HybridRetriever:
     ) -> list[Hit]:
         """The `k` best chunks by fusion of the requested legs (app/retrieval/fusion.py)."""
         settings = self.settings
-        repository = SearchRepository(db, tenant_id)
-        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
-        search = _Search(
-            repository=repository,
-            query=query,
-            vector=(await self.embedder.embed([query]))[0] if "dense" in legs else None,
+        (by_leg,) = await self.query_legs(
+            db,
+            tenant_id,
+            [query],
             attachment_ids=attachment_ids,
-            exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
-            limit=settings.candidates,
+            knowledge_base=knowledge_base,
+            legs=legs,
         )
-        sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
-        by_leg: dict[str, list[Hit]] = {}
-        for leg in legs:
-            hits: list[Hit] = []
-            for source in sources:
-                hits += await _LEGS[leg](search, source)
-            hits.sort(key=lambda h: -h.passage.score)
-            by_leg[leg] = hits[: settings.candidates]
-        weights = {"dense": settings.dense_weight, "lexical": settings.lexical_weight}
+        weights = self.leg_weights()
         fused = fuse(by_leg, weights, method=settings.method, rrf_k=settings.k, limit=k)
         found = {hit.chunk_id: hit for hits in by_leg.values() for hit in hits}
         return [
             replace(found[f.chunk_id], passage=replace(found[f.chunk_id].passage, score=f.score))
             for f in fused
         ]
+
+    def leg_weights(self) -> dict[str, float]:
+        """Each leg's weight in the fusion (`THREADLINE_RETRIEVAL_*_WEIGHT`)."""
+        return {"dense": self.settings.dense_weight, "lexical": self.settings.lexical_weight}
+
+    async def query_legs(
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        queries: Sequence[str],
+        *,
+        attachment_ids: Sequence[uuid.UUID] = (),
+        knowledge_base: bool = True,
+        legs: Sequence[Leg] = ("dense", "lexical"),
+        vectors: Sequence[list[float]] | None = None,
+    ) -> list[dict[str, list[Hit]]]:
+        """Each query's candidates per leg, best first, unfused: the queries are embedded in
+        one call (unless their `vectors` are given) and share one preparation of the search."""
+        settings = self.settings
+        repository = SearchRepository(db, tenant_id)
+        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
+        if vectors is None:
+            vectors = await self.embedder.embed(list(queries)) if "dense" in legs else []
+        sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
+        per_query: list[dict[str, list[Hit]]] = []
+        for index, query in enumerate(queries):
+            search = _Search(
+                repository=repository,
+                query=query,
+                vector=vectors[index] if vectors else None,
+                attachment_ids=attachment_ids,
+                exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
+                limit=settings.candidates,
+            )
+            by_leg: dict[str, list[Hit]] = {}
+            for leg in legs:
+                hits: list[Hit] = []
+                for source in sources:
+                    hits += await _LEGS[leg](search, source)
+                hits.sort(key=lambda h: -h.passage.score)
+                by_leg[leg] = hits[: settings.candidates]
+            per_query.append(by_leg)
+        return per_query

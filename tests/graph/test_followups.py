@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.graph.followups import is_follow_up, rewrite_by_rules
+from app.graph.followups import is_follow_up, keep_user_words, rewrite_by_rules
 from app.turns.types import HistoryTurn
 
 
@@ -57,3 +57,25 @@ def test_new_words_of_the_follow_up_are_kept() -> None:
     rewritten = rewrite_by_rules("and for electronics?", [REFUND])
     assert "electronics" in rewritten
     assert "refund" in rewritten.lower()
+
+
+def test_a_rule_rewrite_keeps_the_question_verbatim() -> None:
+    coalition = turn("Recent examples of cross-party coalitions?", "Several [1].")
+    rewritten = rewrite_by_rules("Then how about in the past?", [coalition])
+    assert rewritten.endswith("Then how about in the past?")
+    assert "coalitions" in rewritten
+
+
+def test_a_model_rewrite_gets_back_the_words_it_dropped() -> None:
+    kept = keep_user_words("recent examples cross party coalition", "Then how about the past?")
+    assert kept == "recent examples cross party coalition past"
+    assert keep_user_words("refund window for electronics", "and for electronics?") == (
+        "refund window for electronics"
+    )
+
+
+@pytest.mark.parametrize(
+    "query", ["No, I meant for my company.", "Sorry, for a limited company", "Who was his teacher?"]
+)
+def test_corrections_and_personal_pronouns_lean_on_the_conversation(query: str) -> None:
+    assert is_follow_up(query, [REFUND])

@@ -61,3 +61,12 @@ def test_rrf_remains_available() -> None:
     ranked = ids(method="rrf")
     # a1: 1/61 + 1/62; c1: 1/63 + 1/61 - a1 first, then c1, then b1 (1/62 + 1/64).
     assert ranked[:3] == ["a1", "c1", "b1"]
+
+
+def test_a_leg_with_one_match_lifts_it_instead_of_saying_nothing() -> None:
+    # One document holds the rare word: its lexical leg has a single candidate. Counting the
+    # documents it did not return as "its weakest" would give them all the same z-score.
+    dense = [H("a1", "A", 0.50), H("b1", "B", 0.49), H("j1", "J", 0.48), H("c1", "C", 0.47)]
+    lexical = [H("j1", "J", 7.0)]
+    fused = fuse({"dense": dense, "lexical": lexical}, EVEN, method="zscore", rrf_k=60, limit=4)
+    assert [f.chunk_id for f in fused] == ["a1", "j1", "b1", "c1"]

@@ -80,6 +80,7 @@ async def test_login_lands_in_a_conversation_streams_and_cites(page: Page, world
     await page.click(f"{LAST} >> text=How this answer was built")
     await expect(panel).to_contain_text("Quality score")
     await expect(panel).to_contain_text("Knowledge base:")
+    await expect(panel).to_contain_text("question (weight 1): What is the refund policy?")
     await screenshot(page, "chat-build")
 
     await page.reload()

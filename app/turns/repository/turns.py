@@ -249,6 +249,18 @@ class TurnRepository(TenantRepository[QueryHistory]):
             .values(completed_at=datetime.now(UTC), **values)
         )
 
+    async def prompt_sources(self, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[Any]:
+        """The numbered sources of one finished turn of the session as its manifest recorded
+        them (`context_metadata.sources`, in prompt order); empty if none or no such turn."""
+        statement = select(QueryHistory.context_metadata["sources"]).where(
+            QueryHistory.tenant_id == self.tenant_id,
+            QueryHistory.session_id == session_id,
+            QueryHistory.id == turn_id,
+            QueryHistory.status.in_(HISTORY_STATUSES),
+        )
+        sources = (await self.db.execute(statement)).scalar_one_or_none()
+        return list(sources) if isinstance(sources, list) else []
+
     async def finished_answer(
         self, user_id: uuid.UUID, session_id: uuid.UUID, turn_id: uuid.UUID
     ) -> Row[uuid.UUID, str, str] | None:

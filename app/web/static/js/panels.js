@@ -103,6 +103,15 @@ function listOrNone(values) {
   return values.map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(", ");
 }
 
+/** The queries retrieval searched with (ADR 0034): each one's name, weight and text; for the
+ * sources the previous answer cited, how many. */
+function searchedWith(retrieval) {
+  const queries = (retrieval && retrieval.queries) || [];
+  if (!queries.length) return null;
+  const what = (q) => (q.name === "cited" ? `${(q.chunks || []).length} source(s) the last answer cited` : q.text);
+  return h("ul", {}, queries.map((q) => h("li", {}, `${q.name} (weight ${q.weight}): ${what(q)}`)));
+}
+
 /** How a turn's answer was built, from its context metadata (and triage and validation). */
 export function openBuild(turn, returnFocus) {
   const meta = turn.context_metadata || {};
@@ -119,6 +128,7 @@ export function openBuild(turn, returnFocus) {
       {},
       row("Composition", turn.query_composition || meta.composition),
       row("Triage route", triage.route),
+      row("Searched with", searchedWith(meta.retrieval)),
       row("Tokens used", meta.token_count !== undefined ? `${meta.token_count} of ${meta.token_budget ?? "?"}` : null),
       row("History turns included", meta.history_turns_included !== undefined ? `${meta.history_turns_included}${meta.summary_included ? " + summary" : ""}` : null),
       row("Truncated", meta.truncation_applied ? `yes — truncated: ${listOrNone(meta.truncated)}; dropped: ${listOrNone(meta.dropped)}` : "no"),
