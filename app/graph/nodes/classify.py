@@ -50,8 +50,12 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     if follow_up and state["triage"]["route"] == "tools":
         how = "by the model's tool calls"  # it writes its own standalone search queries
     elif follow_up:
-        # Only a question that depends on the conversation costs a model call.
-        model_rewrite = await _model_rewrite(ctx, state)
+        # A model call on the path to the first token is paid only by a question that leans
+        # on something said before (a referring word, an ordinal, a correction). A question
+        # that merely shares words with the last turn reads on its own: the history query
+        # (no model) carries the conversation for it.
+        if related.cue:
+            model_rewrite = await _model_rewrite(ctx, state)
         if model_rewrite is not None:
             reformulated, how, by = model_rewrite, "llm", "llm"
         else:
