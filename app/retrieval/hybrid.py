@@ -18,7 +18,7 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.embeddings.base import Embedder
+from app.embeddings.base import Embedder, query_input
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import FusionMethod, fuse
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
@@ -36,6 +36,8 @@ class FusionSettings:
     """The reciprocal-rank constant (method `rrf`)."""
     dense_weight: float = 1.0
     lexical_weight: float = 1.0
+    title_weight: float = 2.0
+    """How many times a title word counts in BM25 (the lexical leg over the knowledge base)."""
     ef_search: int = 100
     exact_scan_max_chunks: int = 10_000
     """A knowledge base this small is searched exactly (its rows through the tenant's btree,
@@ -50,6 +52,7 @@ class FusionSettings:
             k=settings.retrieval_fusion_k,
             dense_weight=settings.retrieval_dense_weight,
             lexical_weight=settings.retrieval_lexical_weight,
+            title_weight=settings.retrieval_title_weight,
             ef_search=settings.hnsw_ef_search,
             exact_scan_max_chunks=settings.retrieval_exact_scan_max_chunks,
         )
@@ -65,6 +68,7 @@ class _Search:
     attachment_ids: Sequence[uuid.UUID]
     exact_kb: bool
     limit: int
+    title_weight: float
 
 
 async def _dense(search: _Search, source: Source) -> list[Hit]:
@@ -87,7 +91,9 @@ async def _lexical(search: _Search, source: Source) -> list[Hit]:
     """The chunks matching the question's words: BM25 over the knowledge base, whose term
     statistics are kept; `ts_rank_cd` over attachments, too few for statistics to mean much."""
     if source.kind == "kb":
-        return await search.repository.bm25(search.query, limit=search.limit)
+        return await search.repository.bm25(
+            search.query, limit=search.limit, title_weight=search.title_weight
+        )
     return await search.repository.text_ranked(
         source, search.query, limit=search.limit, attachment_ids=search.attachment_ids
     )
@@ -134,10 +140,13 @@ class HybridRetriever:
         search = _Search(
             repository=repository,
             query=query,
-            vector=(await self.embedder.embed([query]))[0] if "dense" in legs else None,
+            vector=(await self.embedder.embed([query_input(query)]))[0]
+            if "dense" in legs
+            else None,
             attachment_ids=attachment_ids,
             exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
             limit=settings.candidates,
+            title_weight=settings.title_weight,
         )
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         by_leg: dict[str, list[Hit]] = {}

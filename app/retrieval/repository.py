@@ -50,11 +50,15 @@ _BM25 = text(
         AND c.tsv @@ websearch_to_tsquery('english', :words)
     )
     SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
-           sum(idf.idf * cardinality(u.positions) * (:k1 + 1)
-               / (cardinality(u.positions)
-                  + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
+           sum(idf.idf * u.tf * (:k1 + 1)
+               / (u.tf + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
     FROM matches m
-    CROSS JOIN LATERAL unnest(m.tsv) AS u(lexeme, positions, weights)
+    CROSS JOIN LATERAL (
+      -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
+      SELECT t.lexeme, cardinality(t.positions)
+               + (:title_weight - 1) * cardinality(array_positions(t.weights, 'A')) AS tf
+      FROM unnest(m.tsv) AS t(lexeme, positions, weights)
+    ) AS u
     JOIN idf ON idf.lexeme = u.lexeme
     CROSS JOIN corpus
     GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
@@ -212,9 +216,10 @@ class SearchRepository:
         )
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
-    async def bm25(self, query: str, *, limit: int) -> list[Hit]:
+    async def bm25(self, query: str, *, limit: int, title_weight: float = 1.0) -> list[Hit]:
         """The knowledge base's chunks matching `query`, scored by BM25 from the per-tenant
-        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity."""
+        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity;
+        a word of the title counts `title_weight` times a word of the text."""
         rows = (
             await self.db.execute(
                 _BM25,
@@ -224,6 +229,7 @@ class SearchRepository:
                     "words": query_words(query),
                     "k1": BM25_K1,
                     "b": BM25_B,
+                    "title_weight": title_weight,
                     "limit": limit,
                 },
             )
