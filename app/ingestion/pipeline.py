@@ -35,6 +35,8 @@ from app.core.coalesce import Coalescer
 from app.core.db import TENANT
 from app.embeddings.base import Embedder, attachment_title, document_input
 from app.embeddings.batching import CoalescingEmbedder
+from app.embeddings.repository import recorded_model
+from app.embeddings.space import EmbeddingMismatchError
 from app.ingestion.chunking import Chunk
 from app.ingestion.leases import LeaseKeeper
 from app.ingestion.offload import PreparePool
@@ -321,6 +323,13 @@ async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]
             db.info[TENANT] = tenant
             repository = IngestionRepository(db, kind, tenant)
             holders = await repository.lock_present(list(latest))
+            stored_model = await recorded_model(db)
+            if stored_model not in (None, deps.embedder.name):
+                # `threadline reindex` switched to another model while this process ran.
+                raise EmbeddingMismatchError(
+                    f"the stored vectors are now {stored_model}; this process embeds with "
+                    f"{deps.embedder.name}: restart it with the new THREADLINE_EMBEDDER"
+                )
             mine = [oid for oid, owner in holders.items() if owner == deps.leases.owner]
             if mine:
                 chunks = [chunk for oid in mine for chunk in _new_chunks(latest[oid])]

@@ -10,6 +10,7 @@ candidates are then fused (`app.retrieval.fusion`).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +23,8 @@ from app.embeddings.base import Embedder, query_input
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import FusionMethod, fuse
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
+
+logger = logging.getLogger(__name__)
 
 Leg = Literal["dense", "lexical"]
 
@@ -136,7 +139,17 @@ class HybridRetriever:
         """The `k` best chunks by fusion of the requested legs (app/retrieval/fusion.py)."""
         settings = self.settings
         repository = SearchRepository(db, tenant_id)
-        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
+        kb_chunks, model = await repository.prepare(ef_search=settings.ef_search)
+        if model is not None and model != self.embedder.name and "dense" in legs:
+            # `threadline reindex` switched the stored vectors to another model: this
+            # process's query vectors are not comparable with them until it is restarted.
+            logger.warning(
+                "stored vectors are %s, this process embeds with %s: lexical search only "
+                "until it is restarted with the new THREADLINE_EMBEDDER",
+                model,
+                self.embedder.name,
+            )
+            legs = [leg for leg in legs if leg != "dense"]
         search = _Search(
             repository=repository,
             query=query,

@@ -68,8 +68,9 @@ _BM25 = text(
 )
 
 
-# One round trip before the legs: the search settings of this transaction (SET LOCAL), and
-# the size of the tenant's knowledge base, which decides exact scan or HNSW.
+# One round trip before the legs: the search settings of this transaction (SET LOCAL), the
+# size of the tenant's knowledge base, which decides exact scan or HNSW, and the model whose
+# vectors are stored (changed by `threadline reindex` while this process may still run).
 # `max_scan_tuples`: how far an iterative scan may go to fill a filtered result, so a tenant
 # with a tiny share of the rows still gets its full candidate list.
 _PREPARE_SEARCH = text(
@@ -77,7 +78,8 @@ _PREPARE_SEARCH = text(
     SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
            set_config('hnsw.ef_search', :ef_search, true),
            set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
-           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks
+           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks,
+           (SELECT model FROM embedding_space WHERE name = 'default') AS model
     """
 )
 
@@ -154,9 +156,9 @@ class SearchRepository:
         self.db = db
         self.tenant_id = tenant_id
 
-    async def prepare(self, *, ef_search: int) -> int:
+    async def prepare(self, *, ef_search: int) -> tuple[int, str | None]:
         """Set this transaction's HNSW search settings; the chunks of the tenant's
-        knowledge base (0 when it has none)."""
+        knowledge base (0 when it has none) and the model of the stored vectors."""
         prepared = (
             await self.db.execute(
                 _PREPARE_SEARCH,
@@ -167,7 +169,7 @@ class SearchRepository:
                 },
             )
         ).one()
-        return int(prepared.kb_chunks or 0)
+        return int(prepared.kb_chunks or 0), prepared.model
 
     async def nearest(
         self,
