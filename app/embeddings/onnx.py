@@ -11,6 +11,7 @@ mask, L2 normalisation.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ class OnnxMiniLMEmbedder:
     max_input_tokens: int | None = 200
 
     def __init__(self, batch_size: int = 16, threads: int = 0) -> None:
+        # The tokenizer's own threads would print a warning (not JSON) into the log when the
+        # ingestion workers fork after a batch; batches are small, the model is the cost.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             import numpy
             import onnxruntime

@@ -67,3 +67,9 @@ async def test_the_faq_fast_path_matches_a_paraphrase_not_a_near_miss(
 
     assert await similarity("When is your support team open?") >= threshold
     assert await similarity("Is customer support available on public holidays?") < threshold
+
+
+async def test_loading_and_embedding_print_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    # The server log is JSON lines: no progress bar or runtime banner may slip into it.
+    await OnnxMiniLMEmbedder().embed(["When is your support team open?"] * 40)
+    assert capfd.readouterr() == ("", "")
