@@ -22,13 +22,17 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.common import ROOT, bench_database
 from bench.ingestion import load_documents
-from bench.product_store import add_and_ingest, open_product_store
+from bench.product_store import ProductStore, add_and_ingest, open_product_store
 from bench.retrieval_quality import load_queries, ndcg_at_10
+
+if TYPE_CHECKING:
+    from app.embeddings.base import Embedder
+    from app.retrieval.hybrid import FusionSettings
 
 FAQ_PAIRS = ROOT / "tests" / "data" / "faq_pairs" / "pairs.tsv"
 PACKAGES = {
@@ -56,23 +60,93 @@ def installed_mib(packages: Sequence[str]) -> float:
     return total / 2**20
 
 
-class QueryCache:
-    """The embedder, remembering query vectors: a sweep embeds each question once."""
+Config = tuple[str, float, float, float, str, int]
+"""legs ("dense", "lexical", "hybrid"), title weight, dense weight, lexical weight, fusion
+method, candidates per leg."""
 
-    def __init__(self, inner: object) -> None:
-        self.inner = inner
-        self.name: str = inner.name  # type: ignore[attr-defined]
-        self.dimension: int = inner.dimension  # type: ignore[attr-defined]
-        self.max_input_tokens: int | None = inner.max_input_tokens  # type: ignore[attr-defined]
-        self._known: dict[str, list[float]] = {}
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors of these texts, each computed once."""
-        missing = [t for t in texts if t not in self._known]
-        if missing:
-            vectors = await self.inner.embed(missing)  # type: ignore[attr-defined]
-            self._known.update(zip(missing, vectors, strict=True))
-        return [self._known[t] for t in texts]
+def configurations(base: FusionSettings, sweep: bool) -> dict[str, Config]:
+    """The configured retrieval (dense, lexical, hybrid), and with `sweep` its variations."""
+    title, dense, lexical = base.title_weight, base.dense_weight, base.lexical_weight
+    found: dict[str, Config] = {
+        "dense": ("dense", title, dense, lexical, base.method, base.candidates),
+        "lexical": ("lexical", title, dense, lexical, base.method, base.candidates),
+        "hybrid": ("hybrid", title, dense, lexical, base.method, base.candidates),
+    }
+    if not sweep:
+        return found
+    hybrid = found["hybrid"]
+    found["lexical, title x1 (not weighted)"] = ("lexical", 1.0, dense, lexical, base.method, 40)
+    for weight in (1.0, 1.5, 3.0, 4.0):
+        found[f"hybrid, title x{weight:g}"] = ("hybrid", weight, *hybrid[2:])
+    for weight in (0.7, 0.85, 1.2, 1.5):
+        found[f"hybrid, dense weight {weight:g}"] = ("hybrid", title, weight, *hybrid[3:])
+    found["hybrid, rrf"] = (*hybrid[:4], "rrf", hybrid[5])
+    for candidates in (20, 80):
+        found[f"hybrid, {candidates} candidates"] = (*hybrid[:5], candidates)
+    return found
+
+
+async def score_configurations(
+    store: ProductStore,
+    embedder: Embedder,
+    tenant_id: uuid.UUID,
+    queries: list[tuple[str, str]],
+    qrels: dict[str, set[str]],
+    sweep: bool,
+) -> dict[str, list[float]]:
+    """nDCG@10 per configuration and query. Each leg runs once per query (and title weight)
+    through the product's search statements, and the configurations are fused from those
+    hits by the product's `fuse`, as `HybridRetriever.search_hits` does for a knowledge
+    base; the configured hybrid also runs through `HybridRetriever` itself as a check."""
+    from app.core.db import scope_to_tenant
+    from app.embeddings.base import query_input
+    from app.retrieval.base import Hit
+    from app.retrieval.fusion import fuse
+    from app.retrieval.hybrid import FusionSettings, HybridRetriever
+    from app.retrieval.repository import KB, SearchRepository
+
+    base = FusionSettings.from_settings(store.settings)
+    found = configurations(base, sweep)
+    retriever = HybridRetriever(embedder, base)
+    most = max(config[5] for config in found.values())
+    scores: dict[str, list[float]] = defaultdict(list)
+
+    def ranked(hits: list[Hit]) -> list[str]:
+        documents: list[str] = []
+        for hit in hits:  # documents, best chunk first
+            if hit.external_id and hit.external_id not in documents:
+                documents.append(hit.external_id)
+        return documents
+
+    for query_id, query in queries:
+        relevant = qrels[query_id]
+        [vector] = await embedder.embed([query_input(query)])
+        async with store.sessions() as db, db.begin():
+            await scope_to_tenant(db, tenant_id)
+            repository = SearchRepository(db, tenant_id)
+            await repository.prepare(ef_search=base.ef_search)
+            dense = await repository.nearest(KB, vector, limit=most, exact=True, attachment_ids=())
+            lexical = {
+                weight: await repository.bm25(query, limit=most, title_weight=weight)
+                for weight in sorted({config[1] for config in found.values()})
+            }
+            check = await retriever.search_hits(db, tenant_id, query, k=30)
+        scores["hybrid (HybridRetriever)"].append(ndcg_at_10(ranked(check), relevant))
+        for name, (legs, title, w_dense, w_lexical, method, candidates) in found.items():
+            by_leg = {"dense": dense[:candidates], "lexical": lexical[title][:candidates]}
+            if legs != "hybrid":
+                by_leg = {legs: by_leg[legs]}
+            fused = fuse(
+                by_leg,
+                {"dense": w_dense, "lexical": w_lexical},
+                method=method,  # type: ignore[arg-type]
+                rrf_k=base.k,
+                limit=30,
+            )
+            hits = {hit.chunk_id: hit for leg in by_leg.values() for hit in leg}
+            scores[name].append(ndcg_at_10(ranked([hits[f.chunk_id] for f in fused]), relevant))
+    return scores
 
 
 def faq_precision_recall(vectors: list[list[float]], threshold: float) -> tuple[float, float]:
@@ -95,15 +169,18 @@ def faq_texts() -> list[str]:
 
 
 async def evaluate(
-    owner_url: str, embedder_name: str, docs: int, queries_limit: int, sweep: bool
+    owner_url: str,
+    embedder_name: str,
+    docs: int,
+    queries_limit: int,
+    sweep: bool,
+    reuse: str | None = None,
 ) -> None:
     from app.config import Settings
-    from app.core.db import scope_to_tenant
     from app.embeddings.base import document_input
     from app.faqs.thresholds import faq_threshold
     from app.ingestion.chunking import chunk_text
-    from app.retrieval.hybrid import FusionSettings, HybridRetriever, Leg
-    from app.tenants.service import create_tenant
+    from app.tenants.service import create_tenant, require_tenant
 
     before = rss_mib()
     started = time.perf_counter()
@@ -128,50 +205,25 @@ async def evaluate(
     threshold = faq_threshold(Settings(embedder=embedder_name))
     precision, recall = faq_precision_recall(faq_vectors, threshold)
 
+    began = time.perf_counter()
     async with store.sessions() as db, db.begin():
-        tenant = await create_tenant(db, f"scifact-{uuid.uuid4().hex[:6]}")
+        if reuse:  # a tenant already ingested (--database, --tenant): tune without re-ingesting
+            tenant = await require_tenant(db, reuse)
+        else:
+            tenant = await create_tenant(db, f"scifact-{uuid.uuid4().hex[:6]}")
     limiter = asyncio.Semaphore(8)
 
     async def one(external_id: str, title: str, text: str) -> None:
         async with limiter:
             await add_and_ingest(store, tenant.id, text, title=title, external_id=external_id)
 
-    began = time.perf_counter()
-    await asyncio.gather(*(one(*document) for document in documents))
+    if not reuse:
+        await asyncio.gather(*(one(*document) for document in documents))
     ingest_s = time.perf_counter() - began
+    print(f"{embedder.name}: {len(documents)} documents ingested in {ingest_s:.0f} s", flush=True)
 
     queries, qrels = load_queries(queries_limit)
-    cached = QueryCache(embedder)
-    base = FusionSettings.from_settings(store.settings)
-    configurations: dict[str, tuple[FusionSettings, tuple[Leg, ...]]] = {
-        "dense": (base, ("dense",)),
-        "lexical": (base, ("lexical",)),
-        "hybrid": (base, ("dense", "lexical")),
-    }
-    if sweep:
-        both: tuple[Leg, ...] = ("dense", "lexical")
-        configurations["lexical, title x1"] = (replace(base, title_weight=1.0), ("lexical",))
-        for title in (1.0, 1.5, 3.0):
-            configurations[f"hybrid, title x{title:g}"] = (replace(base, title_weight=title), both)
-        for dense in (0.8, 1.2, 1.5):
-            configurations[f"hybrid, dense weight {dense:g}"] = (
-                replace(base, dense_weight=dense),
-                both,
-            )
-        configurations["hybrid, rrf"] = (replace(base, method="rrf"), both)
-        configurations["hybrid, 80 candidates"] = (replace(base, candidates=80), both)
-    scores: dict[str, list[float]] = defaultdict(list)
-    for query_id, query in queries:
-        for name, (fusion, legs) in configurations.items():
-            retriever = HybridRetriever(cached, fusion)
-            async with store.sessions() as db, db.begin():
-                await scope_to_tenant(db, tenant.id)
-                hits = await retriever.search_hits(db, tenant.id, query, k=30, legs=legs)
-            ranked: list[str] = []
-            for hit in hits:  # documents, best chunk first
-                if hit.external_id and hit.external_id not in ranked:
-                    ranked.append(hit.external_id)
-            scores[name].append(ndcg_at_10(ranked, qrels[query_id]))
+    scores = await score_configurations(store, embedder, tenant.id, queries, qrels, sweep)
     await store.engine.dispose()
 
     print(f"\n== {embedder.name} (THREADLINE_EMBEDDER={embedder_name})")
@@ -186,7 +238,7 @@ async def evaluate(
     print(f"recall {recall:.3f}")
     print(f"  SciFact dev, {len(documents)} documents, {len(queries)} queries, nDCG@10:")
     for name, values in scores.items():
-        print(f"    {name:<26} {sum(values) / len(values):.3f}")
+        print(f"    {name:<34} {sum(values) / len(values):.3f}")
 
 
 def main() -> None:
@@ -195,7 +247,16 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100_000)
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--database", help="an owner URL already holding --tenant's corpus")
+    parser.add_argument("--tenant", help="the tenant holding the corpus in --database")
     args = parser.parse_args()
+    if args.database:
+        asyncio.run(
+            evaluate(
+                args.database, args.embedders, args.docs, args.queries, args.sweep, args.tenant
+            )
+        )
+        return
     for name in args.embedders.split(","):
         if name == "minilm" and not _has("sentence_transformers"):
             print("\n== minilm: the `minilm` extra is not installed; skipped")
