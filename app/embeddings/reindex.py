@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT, set_scope
@@ -77,10 +76,7 @@ class Reindex:
 
     async def finish(self) -> None:
         """Build the new indexes, embed what was added meanwhile and switch, atomically."""
-        async with self.engine.connect() as connection:
-            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            for statement in repository.shadow_index_statements():
-                await autocommit.execute(text(statement))
+        await repository.build_shadow_indexes(self.engine)
         async with self.sessions() as db, db.begin():
             await repository.lock_writers(db)
             for tenant in await repository.tenant_ids(db):

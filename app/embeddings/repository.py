@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.models import EmbeddingSpace
 
@@ -115,14 +115,19 @@ async def write_shadow(
     )
 
 
-def shadow_index_statements() -> list[str]:
-    """The HNSW indexes of the shadow columns, built without blocking writers (each statement
-    in its own autocommit transaction)."""
-    return [
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_{SHADOW}_hnsw ON {table} "
-        f"USING hnsw ({SHADOW} vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-        for table in INDEXED_TABLES
-    ]
+async def build_shadow_indexes(engine: AsyncEngine) -> None:
+    """The HNSW indexes of the shadow columns, built without blocking writers (CONCURRENTLY:
+    each statement in its own autocommit transaction)."""
+    async with engine.connect() as connection:
+        autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in INDEXED_TABLES:
+            await autocommit.execute(
+                text(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_{SHADOW}_hnsw "
+                    f"ON {table} USING hnsw ({SHADOW} vector_cosine_ops) "
+                    "WITH (m = 16, ef_construction = 64)"
+                )
+            )
 
 
 async def lock_writers(db: AsyncSession) -> None:
