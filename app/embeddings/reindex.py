@@ -20,6 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -61,14 +62,15 @@ class Reindex:
 
     async def fill(self, max_batches: int | None = None) -> int:
         """Re-embed rows still without a new vector, one transaction per batch (at most
-        `max_batches` of them); the rows re-embedded."""
+        `max_batches` of them), walking each tenant's rows by id; the rows re-embedded."""
         done, batches = 0, 0
         for tenant in await self._tenants():
             for table in repository.EMBEDDED_TABLES:
+                after = None
                 while max_batches is None or batches < max_batches:
                     async with self.sessions() as db, db.begin():
                         await set_scope(db, {TENANT: tenant})
-                        written = await self._embed_batch(db, table)
+                        written, after = await self._embed_batch(db, table, after)
                     if not written:
                         break
                     done, batches = done + written, batches + 1
@@ -82,7 +84,8 @@ class Reindex:
             for tenant in await repository.tenant_ids(db):
                 await set_scope(db, {TENANT: tenant})
                 for table in repository.EMBEDDED_TABLES:
-                    while await self._embed_batch(db, table):
+                    # What was added meanwhile (ids in no order): until none is left.
+                    while (await self._embed_batch(db, table, None))[0]:
                         pass
             await repository.switch_to_shadow(db, self.embedder.name, self.embedder.dimension)
 
@@ -90,13 +93,15 @@ class Reindex:
         async with self.sessions() as db, db.begin():
             return await repository.tenant_ids(db)
 
-    async def _embed_batch(self, db: AsyncSession, table: str) -> int:
-        rows = await repository.pending_rows(db, table, BATCH)
+    async def _embed_batch(self, db: AsyncSession, table: str, after: Any) -> tuple[int, Any]:
+        """Re-embed the next batch after id `after` (None: the first ones still missing):
+        how many rows, and the last id."""
+        rows = await repository.pending_rows(db, table, BATCH, after)
         if not rows:
-            return 0
+            return 0, after
         vectors = await self.embedder.embed(
             [document_input(title, body) for _, title, body in rows]
         )
         await repository.write_shadow(db, table, [row[0] for row in rows], vectors)
         self.advance(len(rows))
-        return len(rows)
+        return len(rows), rows[-1][0]

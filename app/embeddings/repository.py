@@ -88,16 +88,20 @@ async def count_rows(db: AsyncSession, table: str, *, pending: bool) -> int:
     return int(await db.scalar(text(statement + where)) or 0)
 
 
-async def pending_rows(db: AsyncSession, table: str, limit: int) -> list[tuple[Any, str, str]]:
-    """Up to `limit` rows of the scoped tenant still without a shadow vector: id, title, text."""
+async def pending_rows(
+    db: AsyncSession, table: str, limit: int, after: Any = None
+) -> list[tuple[Any, str, str]]:
+    """Up to `limit` rows of the scoped tenant still without a shadow vector, in id order
+    (after `after`: a walk through the primary key, not a scan per batch): id, title, text."""
     title, body = EMBEDDED_TABLES[table]
+    walk = "" if after is None else " AND id > :after"
     rows = await db.execute(
         text(
             f"SELECT id, {title}, {body} FROM {table} "  # noqa: S608 (names of EMBEDDED_TABLES)
-            f"WHERE tenant_id = threadline_current_tenant() AND {SHADOW} IS NULL "
+            f"WHERE tenant_id = threadline_current_tenant() AND {SHADOW} IS NULL{walk} "
             "ORDER BY id LIMIT :limit"
         ),
-        {"limit": limit},
+        {"limit": limit} if after is None else {"limit": limit, "after": after},
     )
     return [(row[0], row[1], row[2]) for row in rows]
 
