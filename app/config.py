@@ -44,7 +44,10 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(default=10, ge=0)
     embedding_dim: int = Field(default=384, ge=8, le=2000)
     """Dimension of the vector columns, fixed when the schema is created."""
-    embedder: Literal["hashing", "minilm", "openai"] = "hashing"
+    embedder: Literal["onnx", "hashing", "minilm", "openai"] = "onnx"
+    """`onnx`: all-MiniLM-L6-v2 on onnxruntime, shipped with the install (ADR 0036);
+    `hashing`: model-free and deterministic (tests); `minilm`: the same model on torch (extra);
+    `openai`: an OpenAI-compatible embeddings endpoint."""
     embedding_model: str | None = None
     """For `openai`: the embeddings model (default text-embedding-3-small)."""
 
@@ -118,6 +121,8 @@ class Settings(BaseSettings):
     """Reciprocal-rank fusion constant: score = sum(weight / (k + rank))."""
     retrieval_dense_weight: float = Field(default=1.0, ge=0)
     retrieval_lexical_weight: float = Field(default=1.0, ge=0)
+    retrieval_title_weight: float = Field(default=2.0, ge=0)
+    """How many times a word of a document's title counts in the lexical leg's BM25."""
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
     retrieval_exact_scan_max_chunks: int = Field(default=10_000, ge=0)
     """A knowledge base of at most this many chunks is searched exactly, not through HNSW."""
@@ -136,13 +141,15 @@ class Settings(BaseSettings):
     guard_injection_embedding_similarity: float | None = Field(default=None, gt=0, le=1)
     """Cosine similarity to a known attack phrasing, under the platform embedder, from which a
     message counts as an injection. None: the value measured for the embedder (hashing,
-    minilm); another embedder skips this check unless it is set."""
+    onnx, minilm); another embedder skips this check unless it is set."""
     guard_abuse: Literal["block", "flag", "off"] = "block"
     """Abusive or threatening messages."""
     guard_pii: Literal["block", "flag", "off"] = "flag"
     """Personal data in the user's message (stored anonymised either way)."""
-    faq_similarity_threshold: float = Field(default=0.9, gt=0, le=1)
-    """Cosine similarity from which a question is answered from a tenant's FAQ."""
+    faq_similarity_threshold: float | None = Field(default=None, gt=0, le=1)
+    """Cosine similarity from which a question is answered from a tenant's FAQ. None: the value
+    calibrated for the embedder (app/faqs/thresholds.py: hashing 0.90, onnx and minilm 0.72;
+    0.90 for another)."""
     smalltalk_fast_path: bool = True
     """Answer greetings and thanks briefly, without retrieval or the model."""
     tool_max_rounds: int = Field(default=3, ge=1, le=10)

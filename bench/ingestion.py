@@ -1,6 +1,6 @@
 """Ingestion throughput through the product's own path, beside the bare embedder.
 
-    python -m bench.ingestion [--docs 500] [--embedder hashing|minilm]
+    python -m bench.ingestion [--docs 500] [--embedder onnx|hashing|minilm]
 
 Both run in the same process on the same texts (SciFact abstracts from ../shared/data): the
 bare embedder embeds the product's chunks in batches of 16 and of 64 (the better one is the
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 import uuid
@@ -24,21 +25,25 @@ from app.cli.ingest import INGEST_CONCURRENCY, INGEST_CONNECTIONS  # as `threadl
 from bench.common import ROOT, bench_database
 from bench.product_store import add_and_ingest, open_product_store
 
-CORPUS = ROOT.parent / "shared" / "data" / "scifact-dev" / "corpus.jsonl"
+# ../shared/data beside the checkout; SCIFACT_DIR elsewhere (a worktree, /work/shared/...).
+SCIFACT = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "data" / "scifact-dev"))
+CORPUS = SCIFACT / "corpus.jsonl"
 
 
-def load_texts(limit: int) -> list[tuple[str, str]]:
-    texts = []
+def load_documents(limit: int) -> list[tuple[str, str, str]]:
+    """SciFact abstracts as (id, title, text): titles go in as titles, not folded in."""
+    documents = []
     with Path(CORPUS).open() as corpus:
         for line in corpus:
             doc = json.loads(line)
-            texts.append((doc["_id"], f"{doc['title']}\n\n{doc['text']}"))
-            if len(texts) == limit:
+            documents.append((doc["_id"], doc["title"], doc["text"]))
+            if len(documents) == limit:
                 break
-    return texts
+    return documents
 
 
 async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -> None:
+    from app.embeddings.base import document_input
     from app.ingestion.chunking import chunk_text
     from app.tenants.service import create_tenant
 
@@ -46,12 +51,12 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
         owner_url, embedder_name, pool_size=INGEST_CONNECTIONS, max_overflow=0
     )
     sessions, embedder, deps = store.sessions, store.embedder, store.deps
-    texts = load_texts(docs)
+    texts = load_documents(docs)
 
-    # The same chunks the product makes (sized to what the embedder reads whole).
+    # The same chunks the product makes (sized to what the embedder reads whole), titled.
     chunks = [
-        c.text
-        for _, text in texts
+        document_input(title, c.text)
+        for _, title, text in texts
         for c in chunk_text(text, max_tokens=deps.chunk_tokens, overlap_tokens=deps.chunk_overlap)
     ]
     await embedder.embed(chunks[:64])  # warm-up (model load, caches)
@@ -68,15 +73,15 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
             tenant = await create_tenant(db, f"ingest-{uuid.uuid4().hex[:6]}")
         limiter = asyncio.Semaphore(concurrency)
 
-        async def one(external_id: str, text: str) -> None:
+        async def one(external_id: str, title: str, text: str) -> None:
             async with limiter:
                 _, status = await add_and_ingest(
-                    store, tenant.id, text, title=external_id, external_id=external_id
+                    store, tenant.id, text, title=title, external_id=external_id
                 )
                 assert status == "ready", status
 
         started = time.perf_counter()
-        await asyncio.gather(*(one(i, t) for i, t in texts))
+        await asyncio.gather(*(one(*document) for document in texts))
         return len(chunks) / (time.perf_counter() - started)
 
     # Bare, product, product, bare: a machine that speeds up or slows down during the run
@@ -100,7 +105,7 @@ async def run(owner_url: str, docs: int, embedder_name: str, concurrency: int) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=500)
-    parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
+    parser.add_argument("--embedder", default="onnx", choices=["onnx", "hashing", "minilm"])
     parser.add_argument("--concurrency", type=int, default=INGEST_CONCURRENCY)
     args = parser.parse_args()
     with bench_database() as owner_url:

@@ -86,6 +86,8 @@ def make_settings(owner_url: URL, redis_url: str, **overrides: object) -> Settin
         "app_db_password": TEST_APP_PASSWORD,
         "app_db_role": TEST_APP_ROLE,
         "log_json": False,
+        # Deterministic and instant; the tests of the default (onnx) embedder ask for it.
+        "embedder": "hashing",
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -42,6 +42,7 @@ def server_env(settings: Settings, **overrides: str) -> dict[str, str]:
         THREADLINE_REDIS_PREFIX=settings.redis_prefix,
         THREADLINE_LOG_JSON="false",
         THREADLINE_LOG_LEVEL="WARNING",
+        THREADLINE_EMBEDDER=settings.embedder,  # the space the test database recorded
     )
     env.update(overrides)
     return env

@@ -37,6 +37,7 @@ def _env(data_dir: Path) -> dict[str, str]:
     }
     env["THREADLINE_DATA_DIR"] = str(data_dir)
     env["THREADLINE_LOG_JSON"] = "false"
+    env["THREADLINE_EMBEDDER"] = "hashing"  # instant, as the rest of the suite
     return env
 
 

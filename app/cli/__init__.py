@@ -1,6 +1,6 @@
-"""The `threadline` command: serve, migrate, manage tenants, users and API keys, ingest, and
-chat. One module per group of commands; this one assembles them (`main` is the entry point
-of pyproject's `threadline` script and of `python -m app.cli`).
+"""The `threadline` command: serve, migrate, manage tenants, users and API keys, ingest,
+reindex and chat. One module per group of commands; this one assembles them (`main` is the
+entry point of pyproject's `threadline` script and of `python -m app.cli`).
 
 Modules import what a command needs when it runs, so `threadline --help` and `threadline
 chat` start without loading the database, the models or the pipeline.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import accounts, chat, demo, ingest, server
+from app.cli import accounts, chat, demo, ingest, reindex, server
 
 cli = typer.Typer(
     name="threadline",
@@ -25,6 +25,7 @@ cli.add_typer(accounts.tenants_cli, name="tenants")
 cli.add_typer(accounts.users_cli, name="users")
 cli.add_typer(accounts.api_keys_cli, name="api-keys")
 cli.command("ingest")(ingest.ingest_command)
+cli.command("reindex")(reindex.reindex_command)
 cli.command()(demo.demo)
 cli.command("chat")(chat.chat_command)
 

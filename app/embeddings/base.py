@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -23,3 +24,27 @@ class Embedder(Protocol):
 
 class EmbedderConfigError(RuntimeError):
     """The configured embedder cannot be built (missing extra or key, wrong dimension)."""
+
+
+_SEPARATORS = re.compile(r"[._\-]+")
+
+
+def attachment_title(filename: str | None) -> str:
+    """An attachment's title for the indexes: its file name with `.`, `_` and `-` as spaces
+    (PostgreSQL's parser reads `refund-policy.pdf` as one file-name token, not two words).
+    Migration 0019 applies the same rule to the chunks it re-indexes."""
+    return _SEPARATORS.sub(" ", filename or "").strip()
+
+
+def document_input(title: str, text: str) -> str:
+    """What the embedder reads for a chunk: the title on its own line, then the text.
+
+    The embedders here (all-MiniLM-L6-v2, hashing, OpenAI) take no instruction prefix, so
+    the title is simply the passage's first line; a model trained with one (e5's
+    "passage: ", bge's query instruction) would add it here and in `query_input`."""
+    return f"{title}\n\n{text}" if title else text
+
+
+def query_input(query: str) -> str:
+    """What the embedder reads for a search query (no prefix for the embedders here)."""
+    return query

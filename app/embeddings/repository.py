@@ -1,10 +1,15 @@
-"""SQL for the embedding space: the vector columns' dimension and the model on record."""
+"""SQL for the embedding space: the vector columns' dimension, the model on record, and the
+shadow columns a reindex fills before it switches to them."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.models import EmbeddingSpace
 
@@ -30,3 +35,125 @@ async def record_space(db: AsyncSession, name: str, model: str, dimension: int) 
     recorded = await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == name))
     assert recorded is not None
     return recorded
+
+
+# --- Re-embedding into a shadow column (`threadline reindex`, app/embeddings/reindex.py) ---
+# Every table holding vectors of the space, with what its rows embed: (title, text).
+EMBEDDED_TABLES = {
+    "kb_chunks": ("title", "text"),
+    "attachment_chunks": ("title", "text"),
+    "faqs": ("''", "question"),
+}
+INDEXED_TABLES = ("kb_chunks", "attachment_chunks")  # with an HNSW index on `embedding`
+SHADOW = "embedding_next"
+NEXT = "next"  # the embedding_space row of a reindex under way
+
+
+async def next_space(db: AsyncSession) -> EmbeddingSpace | None:
+    """The space a reindex under way is building, if any."""
+    return await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == NEXT))
+
+
+async def recorded_model(db: AsyncSession, name: str = "default") -> str | None:
+    """The model on record for a space (one indexed read)."""
+    return await db.scalar(select(EmbeddingSpace.model).where(EmbeddingSpace.name == name))
+
+
+async def start_shadow(db: AsyncSession, model: str, dimension: int) -> bool:
+    """Prepare the shadow columns for `model`: kept (a resumed run) when they were started for
+    the same model and dimension, else made anew. Whether an earlier run is resumed."""
+    current = await next_space(db)
+    if current is not None and (current.model, current.dimension) == (model, dimension):
+        return True
+    for table in EMBEDDED_TABLES:
+        await db.execute(text(f"ALTER TABLE {table} DROP COLUMN IF EXISTS {SHADOW}"))
+        await db.execute(text(f"ALTER TABLE {table} ADD COLUMN {SHADOW} vector({int(dimension)})"))
+    await db.execute(delete(EmbeddingSpace).where(EmbeddingSpace.name == NEXT))
+    db.add(EmbeddingSpace(name=NEXT, model=model, dimension=dimension))
+    await db.flush()
+    return False
+
+
+async def tenant_ids(db: AsyncSession) -> list[uuid.UUID]:
+    """Every tenant, through the maintenance door (migration 0011)."""
+    await db.execute(text("SELECT set_config('threadline.maintenance', 'on', true)"))
+    rows = await db.scalars(text("SELECT id FROM tenants ORDER BY id"))
+    return list(rows)
+
+
+async def count_rows(db: AsyncSession, table: str, *, pending: bool) -> int:
+    """Rows of the scoped tenant in `table`: all, or only those without a shadow vector."""
+    where = f" AND {SHADOW} IS NULL" if pending else ""
+    statement = f"SELECT count(*) FROM {table} WHERE tenant_id = threadline_current_tenant()"  # noqa: S608
+    return int(await db.scalar(text(statement + where)) or 0)
+
+
+async def pending_rows(
+    db: AsyncSession, table: str, limit: int, after: Any = None
+) -> list[tuple[Any, str, str]]:
+    """Up to `limit` rows of the scoped tenant still without a shadow vector, in id order
+    (after `after`: a walk through the primary key, not a scan per batch): id, title, text."""
+    title, body = EMBEDDED_TABLES[table]
+    walk = "" if after is None else " AND id > :after"
+    rows = await db.execute(
+        text(
+            f"SELECT id, {title}, {body} FROM {table} "  # noqa: S608 (names of EMBEDDED_TABLES)
+            f"WHERE tenant_id = threadline_current_tenant() AND {SHADOW} IS NULL{walk} "
+            "ORDER BY id LIMIT :limit"
+        ),
+        {"limit": limit} if after is None else {"limit": limit, "after": after},
+    )
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+async def write_shadow(
+    db: AsyncSession, table: str, ids: Sequence[Any], vectors: Sequence[Sequence[float]]
+) -> None:
+    """Store the shadow vectors of these rows of the scoped tenant."""
+    await db.execute(
+        text(
+            f"UPDATE {table} SET {SHADOW} = CAST(CAST(:vector AS real[]) AS vector) "  # noqa: S608
+            "WHERE tenant_id = threadline_current_tenant() AND id = :id"
+        ),
+        [{"id": i, "vector": list(v)} for i, v in zip(ids, vectors, strict=True)],
+    )
+
+
+async def build_shadow_indexes(engine: AsyncEngine) -> None:
+    """The HNSW indexes of the shadow columns, built without blocking writers (CONCURRENTLY:
+    each statement in its own autocommit transaction)."""
+    async with engine.connect() as connection:
+        autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in INDEXED_TABLES:
+            await autocommit.execute(
+                text(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_{SHADOW}_hnsw "
+                    f"ON {table} USING hnsw ({SHADOW} vector_cosine_ops) "
+                    "WITH (m = 16, ef_construction = 64)"
+                )
+            )
+
+
+async def lock_writers(db: AsyncSession) -> None:
+    """Hold off writes to the embedded tables (reads go on) until the transaction ends."""
+    tables = ", ".join(EMBEDDED_TABLES)
+    await db.execute(text(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE"))
+
+
+async def switch_to_shadow(db: AsyncSession, model: str, dimension: int) -> None:
+    """Make the complete shadow vectors the space's vectors and record the new model; the old
+    vectors and their indexes are dropped. Takes each table's exclusive lock briefly."""
+    for table in EMBEDDED_TABLES:
+        await db.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
+        await db.execute(text(f"ALTER TABLE {table} RENAME COLUMN {SHADOW} TO embedding"))
+    for table in INDEXED_TABLES:
+        await db.execute(
+            text(f"ALTER INDEX ix_{table}_{SHADOW}_hnsw RENAME TO ix_{table}_embedding_hnsw")
+        )
+    await db.execute(text("ALTER TABLE faqs ALTER COLUMN embedding SET NOT NULL"))
+    await db.execute(
+        update(EmbeddingSpace)
+        .where(EmbeddingSpace.name == "default")
+        .values(model=model, dimension=dimension)
+    )
+    await db.execute(delete(EmbeddingSpace).where(EmbeddingSpace.name == NEXT))

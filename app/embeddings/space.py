@@ -21,12 +21,13 @@ async def check_embedding_space(db: AsyncSession, embedder: Embedder) -> None:
     if column is not None and column != embedder.dimension:
         raise EmbeddingMismatchError(
             f"the vector columns hold {column} dimensions but {embedder.name} produces "
-            f"{embedder.dimension}: set THREADLINE_EMBEDDING_DIM and migrate a new database"
+            f"{embedder.dimension}: set THREADLINE_EMBEDDER back, or run "
+            "`threadline reindex` to re-embed everything with the new model"
         )
     recorded = await record_space(db, SPACE, embedder.name, embedder.dimension)
     if (recorded.model, recorded.dimension) != (embedder.name, embedder.dimension):
         raise EmbeddingMismatchError(
             f"this database's vectors were made by {recorded.model} ({recorded.dimension} "
             f"dimensions), not {embedder.name} ({embedder.dimension}): set THREADLINE_EMBEDDER "
-            "back, or re-ingest into a new database"
+            "back, or run `threadline reindex` to re-embed everything with the new one"
         )

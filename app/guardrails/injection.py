@@ -72,6 +72,7 @@ MAX_CHECKED_CHARS = 40_000
 EMBEDDING_THRESHOLDS = {
     "hashing-v1": 0.62,
     "sentence-transformers/all-MiniLM-L6-v2": 0.75,
+    "all-MiniLM-L6-v2-onnx-int8": 0.75,  # the same model in int8 (bench.injection, ADR 0036)
 }
 """Cosine similarity from which an embedding counts as a known attack, per embedder; an
 embedder not listed is used only when THREADLINE_GUARD_INJECTION_EMBEDDING_SIMILARITY is set."""

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.core.json_types import json_number
 from app.core.tenant_cache import TenantCache
+from app.faqs.thresholds import faq_threshold
 from app.guardrails.repository import policy_inputs
 
 Action = Literal["block", "flag", "off"]
@@ -62,7 +63,7 @@ def resolve(settings: Settings, stored: dict[str, Any], faq_count: int) -> Tenan
         abuse=overrides.abuse or settings.guard_abuse,
         pii=overrides.pii or settings.guard_pii,
         topics=tuple(t.strip() for t in overrides.topics or () if t.strip()),
-        faq_threshold=overrides.faq_threshold or settings.faq_similarity_threshold,
+        faq_threshold=overrides.faq_threshold or faq_threshold(settings),
         smalltalk=(
             settings.smalltalk_fast_path if overrides.smalltalk is None else overrides.smalltalk
         ),

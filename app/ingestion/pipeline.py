@@ -33,8 +33,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.coalesce import Coalescer
 from app.core.db import TENANT
-from app.embeddings.base import Embedder
+from app.embeddings.base import Embedder, attachment_title, document_input
 from app.embeddings.batching import CoalescingEmbedder
+from app.embeddings.repository import recorded_model
+from app.embeddings.space import EmbeddingMismatchError
 from app.ingestion.chunking import Chunk
 from app.ingestion.leases import LeaseKeeper
 from app.ingestion.offload import PreparePool
@@ -55,10 +57,15 @@ class _Claim:
     oid: uuid.UUID
 
 
+_Claimed = tuple[bytes | None, str, str | None]
+"""A claimed document's file, content type and title (an attachment's: its file name)."""
+
+
 @dataclass
 class _Indexed:
     tenant: uuid.UUID
     oid: uuid.UUID
+    title: str
     chunks: list[Chunk]
     vectors: list[array[float]]
     values: dict[str, Any]
@@ -87,7 +94,7 @@ class IngestionDeps:
     """Where extraction, sanitising and chunking run (worker processes in the API)."""
     batches: CoalescingEmbedder = field(init=False)
     """Chunks of documents ingested concurrently share the embedder's batches."""
-    claims: dict[Kind, Coalescer[_Claim, tuple[bytes | None, str] | None]] = field(init=False)
+    claims: dict[Kind, Coalescer[_Claim, _Claimed | None]] = field(init=False)
     stores: dict[Kind, Coalescer[_Indexed, str]] = field(init=False)
     """Documents ingested concurrently share their claim and index-write transactions; a
     batch that fails is retried document by document, so one bad document fails alone.
@@ -227,7 +234,8 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     claimed = await deps.claims[kind].submit(_Claim(tenant, oid))
     if claimed is None:
         raise _NotClaimed
-    source, content_type = claimed
+    source, content_type, raw_title = claimed
+    title = (raw_title or "") if kind == "kb" else attachment_title(raw_title)
     if source is None:
         raise _Failed("The file is missing.")
     try:  # CPU work for seconds on a large file: off the event loop
@@ -244,7 +252,8 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
         # float32, as pgvector stores them: a 24 MB document's vectors in 26 MB, not 190
-        vectors += [array("f", v) for v in await deps.batches.embed([c.text for c in batch])]
+        inputs = [document_input(title, c.text) for c in batch]
+        vectors += [array("f", v) for v in await deps.batches.embed(inputs)]
         done = start + len(batch)
         if batched and done < len(chunks):
             progress = round(0.15 + 0.8 * done / len(chunks), 3)
@@ -266,7 +275,7 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     }
     if kind == "attachment":
         values["text"] = prepared.text
-    stored = await deps.stores[kind].submit(_Indexed(tenant, oid, chunks, vectors, values))
+    stored = await deps.stores[kind].submit(_Indexed(tenant, oid, title, chunks, vectors, values))
     if stored == _GONE:
         raise _Deleted  # deleted while it was being ingested
     if stored == _TAKEN_OVER:
@@ -285,10 +294,10 @@ def _by_tenant(items: list[Keyed]) -> dict[uuid.UUID, list[Keyed]]:
 
 async def _claim_together(
     deps: IngestionDeps, kind: Kind, claims: list[_Claim]
-) -> list[tuple[bytes | None, str] | None]:
+) -> list[_Claimed | None]:
     """Mark the documents `processing` under this process's lease: one transaction per
     tenant. None for one not claimed (see `IngestionRepository.claim`)."""
-    found: dict[_Claim, tuple[bytes | None, str]] = {}
+    found: dict[_Claim, _Claimed] = {}
     for tenant, group in _by_tenant(claims).items():
         async with deps.sessionmaker() as db, db.begin():
             db.info[TENANT] = tenant
@@ -314,6 +323,13 @@ async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]
             db.info[TENANT] = tenant
             repository = IngestionRepository(db, kind, tenant)
             holders = await repository.lock_present(list(latest))
+            stored_model = await recorded_model(db)
+            if stored_model not in (None, deps.embedder.name):
+                # `threadline reindex` switched to another model while this process ran.
+                raise EmbeddingMismatchError(
+                    f"the stored vectors are now {stored_model}; this process embeds with "
+                    f"{deps.embedder.name}: restart it with the new THREADLINE_EMBEDDER"
+                )
             mine = [oid for oid, owner in holders.items() if owner == deps.leases.owner]
             if mine:
                 chunks = [chunk for oid in mine for chunk in _new_chunks(latest[oid])]
@@ -329,6 +345,6 @@ async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]
 
 def _new_chunks(indexed: _Indexed) -> list[NewChunk]:
     return [
-        NewChunk(indexed.oid, chunk.ordinal, chunk.text, chunk.tokens, vector)
+        NewChunk(indexed.oid, chunk.ordinal, indexed.title, chunk.text, chunk.tokens, vector)
         for chunk, vector in zip(indexed.chunks, indexed.vectors, strict=True)
     ]

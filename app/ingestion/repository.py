@@ -57,6 +57,8 @@ class NewChunk:
 
     parent_id: uuid.UUID
     ordinal: int
+    title: str
+    """The parent's title, indexed with the chunk (full text, weight 'A')."""
     text: str
     tokens: int
     embedding: Sequence[float]
@@ -108,14 +110,16 @@ class IngestionRepository:
         self.model: Any = KbDocument if kind == "kb" else Attachment
         self.chunk_model: Any = KbChunk if kind == "kb" else AttachmentChunk
         self.parent: Any = KbChunk.document_id if kind == "kb" else AttachmentChunk.attachment_id
+        self.title: Any = KbDocument.title if kind == "kb" else Attachment.filename
 
     async def claim(
         self, ids: Sequence[uuid.UUID], owner: str, lease_seconds: float, max_attempts: int
-    ) -> dict[uuid.UUID, tuple[bytes | None, str]]:
+    ) -> dict[uuid.UUID, tuple[bytes | None, str, str | None]]:
         """Mark the documents `processing` under `owner`'s lease; each one claimed, with its
-        file and type. Claimable: `pending`, already `owner`'s (a retry), or `processing`
-        under a lapsed lease with attempts left. A document that is ready, failed, gone or
-        in another live process's hands is not returned."""
+        file, type and title (an attachment's: its file name). Claimable: `pending`, already
+        `owner`'s (a retry), or `processing` under a lapsed lease with attempts left. A
+        document that is ready, failed, gone or in another live process's hands is not
+        returned."""
         model = self.model
         mine = model.claimed_by == owner
         claimable = or_(
@@ -137,10 +141,10 @@ class IngestionRepository:
                 # A retry of this owner is the same run; any other claim is a new one.
                 attempts=model.attempts + case((mine, 0), else_=1),
             )
-            .returning(model.id, model.source, model.content_type)
+            .returning(model.id, model.source, model.content_type, self.title)
             .execution_options(synchronize_session=False)
         )
-        return {oid: (source, content_type) for oid, source, content_type in rows}
+        return {oid: (source, content_type, title) for oid, source, content_type, title in rows}
 
     async def renew(
         self, ids: Sequence[uuid.UUID], owner: str, lease_seconds: float
@@ -243,10 +247,11 @@ class IngestionRepository:
             func.unnest(
                 _array("parents", UUID(as_uuid=True)),
                 _array("ordinals", Integer()),
+                _array("titles", Text()),
                 _array("texts", Text()),
                 _array("tokens", Integer()),
             )
-            .table_valued("parent", "ordinal", "text", "tokens", with_ordinality="n")
+            .table_valued("parent", "ordinal", "title", "text", "tokens", with_ordinality="n")
             .render_derived()
         )
         dimension = len(chunks[0].embedding)
@@ -258,11 +263,15 @@ class IngestionRepository:
             func.gen_random_uuid(),
             columns.c.parent,
             columns.c.ordinal,
+            columns.c.title,
             columns.c.text,
             columns.c.tokens,
             cast(vector, Vector()),
         )
-        names = ["tenant_id", "id", self.parent.key, "ordinal", "text", "token_count", "embedding"]
+        names = [
+            *("tenant_id", "id", self.parent.key, "ordinal", "title", "text", "token_count"),
+            "embedding",
+        ]
         statement = insert(table).from_select([table.c[name] for name in names], rows)
         for start in range(0, len(chunks), ROWS_PER_INSERT):
             part = chunks[start : start + ROWS_PER_INSERT]
@@ -275,6 +284,7 @@ class IngestionRepository:
                     "tenant_id": self.tenant_id,
                     "parents": [c.parent_id for c in part],
                     "ordinals": [c.ordinal for c in part],
+                    "titles": [c.title for c in part],
                     "texts": [c.text for c in part],
                     "tokens": [c.tokens for c in part],
                     "embeddings": embeddings,

@@ -1,4 +1,4 @@
-"""Columns shared by the two chunk tables: text, tokens, embedding and full-text vector."""
+"""Columns shared by the two chunk tables: title, text, tokens, embedding, full-text vector."""
 
 from __future__ import annotations
 
@@ -9,13 +9,19 @@ from sqlalchemy import Computed, Index, Integer, Text
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-TSV_EXPRESSION = "to_tsvector('english', text)"
+# The title (of the document, or an attachment's file name) weighs 'A', the text 'B': BM25
+# counts a title word more (app/retrieval/repository.py), ts_rank_cd weighs it 1.0 to 0.4.
+TSV_EXPRESSION = (
+    "setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', text), 'B')"
+)
 
 
 class ChunkColumns:
     """Mixin of the columns both chunk tables share: text, tokens, embedding, full-text vector."""
 
     ordinal: Mapped[int] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(Text, default="")
+    """The parent's title, indexed with each chunk (migration 0019)."""
     text: Mapped[str] = mapped_column(Text)
     token_count: Mapped[int] = mapped_column(Integer, default=0)
     # The dimension is fixed by the migration from THREADLINE_EMBEDDING_DIM.

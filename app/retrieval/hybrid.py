@@ -11,6 +11,7 @@ candidates are then fused (`app.retrieval.fusion`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -20,11 +21,13 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.embeddings.base import Embedder
+from app.embeddings.base import Embedder, query_input
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import FusionMethod, fuse
 from app.retrieval.multi_query import MultiQueryResult, WeightedQuery, fuse_queries
 from app.retrieval.repository import ATTACHMENTS, KB, SearchRepository, Source
+
+logger = logging.getLogger(__name__)
 
 Leg = Literal["dense", "lexical"]
 CitedLoader = Callable[[AsyncSession], Awaitable[Sequence[str]]]
@@ -41,6 +44,8 @@ class FusionSettings:
     """The reciprocal-rank constant (method `rrf`)."""
     dense_weight: float = 1.0
     lexical_weight: float = 1.0
+    title_weight: float = 2.0
+    """How many times a title word counts in BM25 (the lexical leg over the knowledge base)."""
     ef_search: int = 100
     exact_scan_max_chunks: int = 10_000
     """A knowledge base this small is searched exactly (its rows through the tenant's btree,
@@ -55,6 +60,7 @@ class FusionSettings:
             k=settings.retrieval_fusion_k,
             dense_weight=settings.retrieval_dense_weight,
             lexical_weight=settings.retrieval_lexical_weight,
+            title_weight=settings.retrieval_title_weight,
             ef_search=settings.hnsw_ef_search,
             exact_scan_max_chunks=settings.retrieval_exact_scan_max_chunks,
         )
@@ -70,6 +76,7 @@ class _Search:
     attachment_ids: Sequence[uuid.UUID]
     exact_kb: bool
     limit: int
+    title_weight: float
 
 
 async def _dense(search: _Search, source: Source) -> list[Hit]:
@@ -92,7 +99,9 @@ async def _lexical(search: _Search, source: Source) -> list[Hit]:
     """The chunks matching the question's words: BM25 over the knowledge base, whose term
     statistics are kept; `ts_rank_cd` over attachments, too few for statistics to mean much."""
     if source.kind == "kb":
-        return await search.repository.bm25(search.query, limit=search.limit)
+        return await search.repository.bm25(
+            search.query, limit=search.limit, title_weight=search.title_weight
+        )
     return await search.repository.text_ranked(
         source, search.query, limit=search.limit, attachment_ids=search.attachment_ids
     )
@@ -139,7 +148,7 @@ class HybridRetriever:
         tenant), all at once: a turn's extra queries then cost about one search's time,
         not one each."""
         used = [q for q in queries if q.weight > 0]
-        vectors = await self.embedder.embed([q.text for q in used])  # one batch
+        vectors = await self.embedder.embed([query_input(q.text) for q in used])  # one batch
 
         async def legs(text: str, vector: list[float]) -> dict[str, list[Hit]]:
             async with transaction() as db:
@@ -218,9 +227,21 @@ class HybridRetriever:
         one call (unless their `vectors` are given) and share one preparation of the search."""
         settings = self.settings
         repository = SearchRepository(db, tenant_id)
-        kb_chunks = await repository.prepare(ef_search=settings.ef_search)
-        if vectors is None:
-            vectors = await self.embedder.embed(list(queries)) if "dense" in legs else []
+        kb_chunks, model = await repository.prepare(ef_search=settings.ef_search)
+        if model is not None and model != self.embedder.name and "dense" in legs:
+            # `threadline reindex` switched the stored vectors to another model: this
+            # process's query vectors are not comparable with them until it is restarted.
+            logger.warning(
+                "stored vectors are %s, this process embeds with %s: lexical search only "
+                "until it is restarted with the new THREADLINE_EMBEDDER",
+                model,
+                self.embedder.name,
+            )
+            legs = [leg for leg in legs if leg != "dense"]
+        if "dense" not in legs:
+            vectors = []
+        elif vectors is None:
+            vectors = await self.embedder.embed([query_input(q) for q in queries])
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         per_query: list[dict[str, list[Hit]]] = []
         for index, query in enumerate(queries):
@@ -231,6 +252,7 @@ class HybridRetriever:
                 attachment_ids=attachment_ids,
                 exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
                 limit=settings.candidates,
+                title_weight=settings.title_weight,
             )
             by_leg: dict[str, list[Hit]] = {}
             for leg in legs:

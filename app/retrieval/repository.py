@@ -50,11 +50,15 @@ _BM25 = text(
         AND c.tsv @@ websearch_to_tsquery('english', :words)
     )
     SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
-           sum(idf.idf * cardinality(u.positions) * (:k1 + 1)
-               / (cardinality(u.positions)
-                  + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
+           sum(idf.idf * u.tf * (:k1 + 1)
+               / (u.tf + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
     FROM matches m
-    CROSS JOIN LATERAL unnest(m.tsv) AS u(lexeme, positions, weights)
+    CROSS JOIN LATERAL (
+      -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
+      SELECT t.lexeme, cardinality(t.positions)
+               + (:title_weight - 1) * cardinality(array_positions(t.weights, 'A')) AS tf
+      FROM unnest(m.tsv) AS t(lexeme, positions, weights)
+    ) AS u
     JOIN idf ON idf.lexeme = u.lexeme
     CROSS JOIN corpus
     GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
@@ -64,8 +68,9 @@ _BM25 = text(
 )
 
 
-# One round trip before the legs: the search settings of this transaction (SET LOCAL), and
-# the size of the tenant's knowledge base, which decides exact scan or HNSW.
+# One round trip before the legs: the search settings of this transaction (SET LOCAL), the
+# size of the tenant's knowledge base, which decides exact scan or HNSW, and the model whose
+# vectors are stored (changed by `threadline reindex` while this process may still run).
 # `max_scan_tuples`: how far an iterative scan may go to fill a filtered result, so a tenant
 # with a tiny share of the rows still gets its full candidate list.
 _PREPARE_SEARCH = text(
@@ -73,7 +78,8 @@ _PREPARE_SEARCH = text(
     SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
            set_config('hnsw.ef_search', :ef_search, true),
            set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
-           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks
+           (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks,
+           (SELECT model FROM embedding_space WHERE name = 'default') AS model
     """
 )
 
@@ -150,9 +156,9 @@ class SearchRepository:
         self.db = db
         self.tenant_id = tenant_id
 
-    async def prepare(self, *, ef_search: int) -> int:
+    async def prepare(self, *, ef_search: int) -> tuple[int, str | None]:
         """Set this transaction's HNSW search settings; the chunks of the tenant's
-        knowledge base (0 when it has none)."""
+        knowledge base (0 when it has none) and the model of the stored vectors."""
         prepared = (
             await self.db.execute(
                 _PREPARE_SEARCH,
@@ -163,7 +169,7 @@ class SearchRepository:
                 },
             )
         ).one()
-        return int(prepared.kb_chunks or 0)
+        return int(prepared.kb_chunks or 0), prepared.model
 
     async def nearest(
         self,
@@ -212,9 +218,10 @@ class SearchRepository:
         )
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
-    async def bm25(self, query: str, *, limit: int) -> list[Hit]:
+    async def bm25(self, query: str, *, limit: int, title_weight: float = 1.0) -> list[Hit]:
         """The knowledge base's chunks matching `query`, scored by BM25 from the per-tenant
-        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity."""
+        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity;
+        a word of the title counts `title_weight` times a word of the text."""
         rows = (
             await self.db.execute(
                 _BM25,
@@ -224,6 +231,7 @@ class SearchRepository:
                     "words": query_words(query),
                     "k1": BM25_K1,
                     "b": BM25_B,
+                    "title_weight": title_weight,
                     "limit": limit,
                 },
             )

@@ -6,7 +6,7 @@ finds the claim and leaves the session alone, so the same turns are never summar
 a claim whose job died lapses at that time (ADR 0035).
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-11-25
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

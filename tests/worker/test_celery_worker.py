@@ -79,6 +79,7 @@ class Workers:
             THREADLINE_REDIS_PREFIX=settings.redis_prefix,
             CELERY_BROKER_URL=self.broker,
             THREADLINE_LOG_JSON="false",
+            THREADLINE_EMBEDDER=settings.embedder,  # the space the test database recorded
             **extra,
         )
         return env
