@@ -25,7 +25,7 @@ from app.chat.orphans import OrphanFinisher
 from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
 from app.core.redis import build_redis
-from app.embeddings.space import EmbeddingMismatchError
+from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
 from app.graph.build import build_graph
 from app.graph.checkpointer import (
     CheckpointSchemaError,
@@ -52,6 +52,7 @@ async def build_resources(settings: Settings) -> Resources:
         settings, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
     )
     db_sessions = database.sessionmaker
+    settings = await keep_recorded_embedder(settings, db_sessions)
     redis = build_redis(settings)
     history = build_history(settings, redis)
     pool = create_pool(database.urls.app_libpq(), settings.checkpoint_pool_size)

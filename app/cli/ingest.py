@@ -47,6 +47,7 @@ async def ingest_files(
 
     from app.bootstrap import open_database, open_ingestion
     from app.core.db import TENANT
+    from app.embeddings.space import keep_recorded_embedder
     from app.ingestion.pipeline import ingest
     from app.ingestion.uploads import from_bytes
     from app.knowledge.service import add_document
@@ -58,7 +59,7 @@ async def ingest_files(
     # skipped: taken over by a server's recovery meanwhile (this process looked stalled)
     counts = {"ready": 0, "failed": 0, "duplicate": 0, "refused": 0, "deleted": 0, "skipped": 0}
     try:
-        deps = await open_ingestion(settings, sessions)
+        deps = await open_ingestion(await keep_recorded_embedder(settings, sessions), sessions)
         async with sessions() as db, db.begin():
             tenant = await require_tenant(db, tenant_name)
         with Progress(transient=False) as progress:

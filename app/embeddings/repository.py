@@ -54,6 +54,11 @@ async def next_space(db: AsyncSession) -> EmbeddingSpace | None:
     return await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == NEXT))
 
 
+async def recorded_space(db: AsyncSession, name: str = "default") -> EmbeddingSpace | None:
+    """The space's record (model and dimension), if one was made."""
+    return await db.scalar(select(EmbeddingSpace).where(EmbeddingSpace.name == name))
+
+
 async def recorded_model(db: AsyncSession, name: str = "default") -> str | None:
     """The model on record for a space (one indexed read)."""
     return await db.scalar(select(EmbeddingSpace.model).where(EmbeddingSpace.name == name))

@@ -119,9 +119,10 @@ class WorkerRuntime:
             if self._handlers is None:
                 from app.bootstrap import build_recovery, create_celery, open_ingestion
                 from app.core.jobs import CeleryJobs
+                from app.embeddings.space import keep_recorded_embedder
                 from app.ingestion.jobs import ingestion_handlers
 
-                settings = self.settings
+                settings = await keep_recorded_embedder(self.settings, self.sessionmaker)
                 # The CPU steps run in a thread here: a worker has no request latency to protect.
                 self.ingestion = await open_ingestion(settings, self.sessionmaker)
                 self._handlers = ingestion_handlers(self.ingestion)

@@ -157,3 +157,42 @@ async def test_the_command_re_embeds_into_the_configured_space(store: Store) -> 
     assert await _add(store, deps, "Parental leave", "Twenty weeks.") == "ready"
     model, previous, rows = await reindex_database(store.settings)  # hashing again: titles
     assert (model, previous, rows) == ("hashing-v1", "hashing-v1", 1)
+
+
+async def test_an_unset_embedder_keeps_the_model_on_record(store: Store) -> None:
+    from app.embeddings.space import keep_recorded_embedder
+
+    # The store was filled with hashing; the default is onnx. Unset: the database keeps
+    # hashing (an install made before the default changed still starts and searches).
+    unset = store.settings.model_copy()
+    unset.__pydantic_fields_set__.discard("embedder")
+    assert unset.embedder == "hashing"  # make_settings pins it; pretend it was not set
+    default = unset.model_copy(update={"embedder": "onnx"})
+    default.__pydantic_fields_set__.discard("embedder")
+
+    kept = await keep_recorded_embedder(default, store.sessions)
+    assert (kept.embedder, kept.embedding_dim) == ("hashing", 384)
+    async with store.sessions() as db, db.begin():  # and the start-up check agrees
+        from app.embeddings.factory import build_embedder
+
+        await check_embedding_space(db, build_embedder(kept))
+
+    # Set explicitly: left as asked, for the start-up check to refuse with its advice.
+    explicit = store.settings.model_copy(update={"embedder": "onnx"})
+    assert (await keep_recorded_embedder(explicit, store.sessions)).embedder == "onnx"
+
+
+def test_model_names_on_record_map_to_their_settings() -> None:
+    from app.embeddings.space import settings_for_model
+
+    assert settings_for_model("hashing-v1", 256) == {"embedder": "hashing", "embedding_dim": 256}
+    assert settings_for_model("all-MiniLM-L6-v2-onnx-int8", 384) == {
+        "embedder": "onnx",
+        "embedding_dim": 384,
+    }
+    assert settings_for_model("openai/text-embedding-3-small", 1536) == {
+        "embedder": "openai",
+        "embedding_model": "text-embedding-3-small",
+        "embedding_dim": 1536,
+    }
+    assert settings_for_model("someone-elses-model", 384) is None
