@@ -1,4 +1,8 @@
-"""Settings: one object, read from the environment (and `.env`) once per process."""
+"""Settings: one object, read from the environment (and `.env`) once per process.
+
+Over 300 lines because every setting is one documented field of that one object, which
+`docs/configuration.md` lists (tests/test_config.py keeps the two in step); splitting it would
+scatter the one place an operator reads."""
 
 from __future__ import annotations
 

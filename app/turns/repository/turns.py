@@ -1,5 +1,8 @@
 """SQL for turns (`query_history`): the turn pipeline, the listing, the history window and the
-agent's look-ups of earlier answers."""
+agent's look-ups of earlier answers.
+
+Over 300 lines because every statement on the one table a turn lives in is here, each small;
+the statements of the session-state row and of history caching are modules of their own."""
 
 from __future__ import annotations
 
