@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import Conflict, NotFound
+from app.core.errors import Conflict, NotFound, ServiceUnavailable
 from app.core.on_commit import on_commit
 from app.core.tenant_cache import TenantInvalidator
 from app.embeddings.base import Embedder
+from app.embeddings.repository import recorded_model
 from app.faqs.repository import FaqRepository
 from app.models import Faq
 
@@ -49,6 +50,15 @@ async def create_faq(
     faq.embedding = vector
     repository.add(faq)
     await db.flush()
+    # After the write, as ingestion does: a reindex switching models holds the table until it
+    # commits, so this read sees the model it recorded; an old model's vector must not land
+    # in the new space.
+    if await recorded_model(db) not in (None, embedder.name):
+        raise ServiceUnavailable(
+            "The knowledge base's embedding model was changed by `threadline reindex`; this "
+            "server must be restarted with the new THREADLINE_EMBEDDER.",
+            code="embedding_model_changed",
+        )
     on_commit(db, lambda: policies.invalidate(tenant_id))
     return faq
 

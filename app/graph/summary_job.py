@@ -16,6 +16,7 @@ next finished turn enqueues the job again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -94,7 +95,7 @@ async def fold_session(deps: SummaryDeps, tenant_id: uuid.UUID, session_id: uuid
         claimed = await state.claim_fold(session_id, settings.summary_claim_seconds)
         if claimed is None:
             return _outcome("busy")
-        previous, covered = claimed
+        previous, covered, claim = claimed
         turns = TurnRepository(db, tenant_id)
         _, finished = await turns.recent(session_id, 0)
         due = fold_due(finished, covered, deps.history.limit, settings.summary_batch_turns)
@@ -105,7 +106,10 @@ async def fold_session(deps: SummaryDeps, tenant_id: uuid.UUID, session_id: uuid
             await turns.finished_slice(session_id, covered, min(due, MAX_FOLD_TURNS))
         )
     try:
-        summary = await fold(deps.responder, previous, batch, settings.summary_max_tokens)
+        # Within the claim: past it another job may take the same turns, and they would be
+        # summarised (and paid for) twice. A timeout is a failed fold like any other.
+        async with asyncio.timeout(settings.summary_claim_seconds * 0.9):
+            summary = await fold(deps.responder, previous, batch, settings.summary_max_tokens)
     except Exception:
         logger.warning("summary fold failed; the turns wait for the next one", exc_info=True)
         async with _transaction(deps, tenant_id) as db:
@@ -113,7 +117,7 @@ async def fold_session(deps: SummaryDeps, tenant_id: uuid.UUID, session_id: uuid
         return _outcome("failed")
     async with _transaction(deps, tenant_id) as db:
         stored = await SessionStateRepository(db, tenant_id).store_fold(
-            session_id, covered, summary, covered + len(batch)
+            session_id, claim, covered, summary, covered + len(batch)
         )
         snapshot = await deps.history.snapshot(db, tenant_id, session_id) if stored else None
     if snapshot is None:

@@ -323,17 +323,15 @@ async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]
             db.info[TENANT] = tenant
             repository = IngestionRepository(db, kind, tenant)
             holders = await repository.lock_present(list(latest))
-            stored_model = await recorded_model(db)
-            if stored_model not in (None, deps.embedder.name):
-                # `threadline reindex` switched to another model while this process ran.
-                raise EmbeddingMismatchError(
-                    f"the stored vectors are now {stored_model}; this process embeds with "
-                    f"{deps.embedder.name}: restart it with the new THREADLINE_EMBEDDER"
-                )
             mine = [oid for oid, owner in holders.items() if owner == deps.leases.owner]
             if mine:
                 chunks = [chunk for oid in mine for chunk in _new_chunks(latest[oid])]
                 await repository.replace_chunks(mine, chunks)
+                # Checked after the write: a reindex switching models holds the chunk tables
+                # until it commits, so the write above waited for it and this read (a new
+                # snapshot) sees the model it recorded. Read before, it could let vectors of
+                # the old model into the new space (same dimension: silently).
+                _refuse_another_model(await recorded_model(db), deps.embedder.name)
                 await repository.update_each(
                     [{"id": oid, **latest[oid].values, **CLEARED_CLAIM} for oid in mine]
                 )
@@ -341,6 +339,16 @@ async def _store_together(deps: IngestionDeps, kind: Kind, items: list[_Indexed]
             held = oid in holders
             outcome[(tenant, oid)] = _STORED if oid in mine else _TAKEN_OVER if held else _GONE
     return [outcome[(item.tenant, item.oid)] for item in items]
+
+
+def _refuse_another_model(stored_model: str | None, embedder: str) -> None:
+    """Raise (rolling the transaction back) when the stored vectors are another model's."""
+    if stored_model not in (None, embedder):
+        # `threadline reindex` switched to another model while this process ran.
+        raise EmbeddingMismatchError(
+            f"the stored vectors are now {stored_model}; this process embeds with "
+            f"{embedder}: restart it with the new THREADLINE_EMBEDDER"
+        )
 
 
 def _new_chunks(indexed: _Indexed) -> list[NewChunk]:

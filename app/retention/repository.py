@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, text, update
+from sqlalchemy import CursorResult, delete, or_, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ChatSession, RefreshTokenFamily
@@ -38,15 +38,19 @@ class RetentionRepository:
         return [(row.session_id, int(row.turns)) for row in rows.all()]
 
     async def reset_summaries(self, session_ids: Sequence[uuid.UUID]) -> int:
-        """Drop the running summary of these sessions (those that have one); how many."""
+        """Drop the running summary of these sessions (those that have one, or a fold under
+        way: its claim goes too, so the fold of purged turns is not stored); how many."""
         result = await self.db.execute(
             update(ChatSession)
             .where(
                 ChatSession.tenant_id == self.tenant_id,
                 ChatSession.id.in_(session_ids),
-                ChatSession.summarized_turns > 0,
+                or_(
+                    ChatSession.summarized_turns > 0,
+                    ChatSession.summary_claimed_until.is_not(None),
+                ),
             )
-            .values(summary=None, summarized_turns=0)
+            .values(summary=None, summarized_turns=0, summary_claimed_until=None)
         )
         return int(cast(CursorResult[Any], result).rowcount)
 

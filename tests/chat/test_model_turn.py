@@ -10,6 +10,7 @@ import math
 import re
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -184,11 +185,32 @@ async def test_a_fold_is_stored_only_over_the_summary_it_read(
     tenant, _user, chat, _owner = await make_chatter(client, db)
     await scope_to_tenant(db, tenant.id)
     state = SessionStateRepository(db, tenant.id)
-    assert await state.claim_fold(chat.id, 60) == ("", 0)
+    claimed = await state.claim_fold(chat.id, 60)
+    assert claimed is not None and claimed[:2] == ("", 0)
+    claim = claimed[2]
     assert await state.claim_fold(chat.id, 60) is None  # claimed
-    assert await state.store_fold(chat.id, 3, "stale", 8) is False  # it covered 0, not 3
-    assert await state.store_fold(chat.id, 0, "fresh", 5) is True
-    assert await state.claim_fold(chat.id, 60) == ("fresh", 5)  # the claim was released
+    assert await state.store_fold(chat.id, claim, 3, "stale", 8) is False  # it covered 0, not 3
+    other_claim = claim + timedelta(seconds=1)  # a job whose lapsed claim was taken over
+    assert await state.store_fold(chat.id, other_claim, 0, "late", 5) is False
+    assert await state.store_fold(chat.id, claim, 0, "fresh", 5) is True
+    again = await state.claim_fold(chat.id, 60)
+    assert again is not None and again[:2] == ("fresh", 5)  # the claim was released
+    await db.rollback()
+
+
+async def test_retention_purging_a_session_under_fold_drops_the_fold(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    from app.retention.repository import RetentionRepository
+
+    tenant, _user, chat, _owner = await make_chatter(client, db)
+    await scope_to_tenant(db, tenant.id)
+    state = SessionStateRepository(db, tenant.id)
+    claimed = await state.claim_fold(chat.id, 60)  # a first fold (covering 0) under way
+    assert claimed is not None
+    # Retention purges the turns that fold read: the summary and the claim are reset.
+    assert await RetentionRepository(db, tenant.id).reset_summaries([chat.id]) == 1
+    assert await state.store_fold(chat.id, claimed[2], 0, "of purged turns", 5) is False
     await db.rollback()
 
 

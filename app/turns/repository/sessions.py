@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -37,9 +37,12 @@ class SessionStateRepository(TenantRepository[ChatSession]):
             return "", 0
         return row.summary or "", int(row.summarized_turns)
 
-    async def claim_fold(self, session_id: uuid.UUID, seconds: float) -> tuple[str, int] | None:
-        """Claim the session's summary for one fold (compare-and-set on the row): its text and
-        the turns it covers; None when another job's claim still holds (or no session)."""
+    async def claim_fold(
+        self, session_id: uuid.UUID, seconds: float
+    ) -> tuple[str, int, datetime] | None:
+        """Claim the session's summary for one fold (compare-and-set on the row): its text,
+        the turns it covers and the claim's end (what `store_fold` checks); None when another
+        job's claim still holds (or no session)."""
         now = func.clock_timestamp()
         row = (
             await self.db.execute(
@@ -53,24 +56,36 @@ class SessionStateRepository(TenantRepository[ChatSession]):
                     ),
                 )
                 .values(summary_claimed_until=now + timedelta(seconds=seconds), **_KEEP_UPDATED_AT)
-                .returning(ChatSession.summary, ChatSession.summarized_turns)
+                .returning(
+                    ChatSession.summary,
+                    ChatSession.summarized_turns,
+                    ChatSession.summary_claimed_until,
+                )
                 .execution_options(synchronize_session=False)
             )
         ).one_or_none()
         if row is None:
             return None
-        return row.summary or "", int(row.summarized_turns)
+        return row.summary or "", int(row.summarized_turns), row.summary_claimed_until
 
     async def store_fold(
-        self, session_id: uuid.UUID, covered_before: int, summary: str, covered: int
+        self,
+        session_id: uuid.UUID,
+        claim: datetime,
+        covered_before: int,
+        summary: str,
+        covered: int,
     ) -> bool:
-        """Store a folded summary and release the claim, only if the summary still covers
-        `covered_before` turns (nobody stored a fold meanwhile); whether it was stored."""
+        """Store a folded summary and release the claim, only if this job's `claim` still
+        holds and the summary still covers `covered_before` turns (no other job took over
+        after the claim lapsed; retention did not reset the summary meanwhile); whether it
+        was stored."""
         stored = await self.db.execute(
             update(ChatSession)
             .where(
                 ChatSession.tenant_id == self.tenant_id,
                 ChatSession.id == session_id,
+                ChatSession.summary_claimed_until == claim,
                 ChatSession.summarized_turns == covered_before,
             )
             .values(
