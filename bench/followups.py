@@ -1,6 +1,6 @@
 """Multi-turn retrieval on the follow-up dev set: `/chat` beside two `/kb/search` baselines.
 
-    python -m bench.followups [--embedder hashing|minilm]
+    python -m bench.followups [--embedder onnx|hashing|minilm] [--show-turns]
 
 Starts PostgreSQL (embedded, or $BENCH_DATABASE_URL), ingests `bench/data/followups`'s
 documents into one tenant through the product's ingestion path, then serves the product with
@@ -318,7 +318,9 @@ def show_turns(scored: list[Scored]) -> None:
 def main() -> None:
     """Run the bench."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
+    parser.add_argument(
+        "--embedder", default="onnx", choices=["onnx", "hashing", "minilm"]
+    )  # onnx: the product's default embedder (ADR 0036)
     parser.add_argument("--show-turns", action="store_true", help="print every scored turn")
     args = parser.parse_args()
     if args.embedder == "minilm" and not all(
