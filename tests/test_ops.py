@@ -40,6 +40,32 @@ async def test_readyz_reports_every_dependency(client: httpx.AsyncClient) -> Non
     assert body["checks"]["postgres"]["status"] == "ok"
     assert body["checks"]["migrations"]["current"] == migrate.head_revision()
     assert body["checks"]["redis"] == {"status": "ok", "mode": "server"}
+    assert body["checks"]["embeddings"]["status"] == "ok"
+
+
+async def test_vectors_of_another_model_are_unready(app: FastAPI) -> None:
+    # As when the process started while PostgreSQL was down (it could not read the model on
+    # record and kept the default), or `threadline reindex` switched models since.
+    from app.embeddings.hashing import HashingEmbedder
+
+    class Elsewhere(HashingEmbedder):
+        name = "another-model"
+
+    retriever = app.state.resources.retriever
+    own = retriever.embedder
+    retriever.embedder = Elsewhere(own.dimension)
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/readyz")
+    finally:
+        retriever.embedder = own
+    assert response.status_code == 503
+    assert response.json()["checks"]["embeddings"] == {
+        "status": "other_model",
+        "stored": own.name,
+        "process": "another-model",
+    }
 
 
 async def test_redis_down_is_degraded_not_unready(settings: Settings) -> None:

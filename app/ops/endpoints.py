@@ -20,7 +20,14 @@ async def get_engine(request: Request) -> AsyncEngine:
     return engine
 
 
+async def get_embedder_name(request: Request) -> str:
+    """The model this process embeds with (the retriever's embedder)."""
+    name: str = request.app.state.resources.retriever.embedder.name
+    return name
+
+
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
+EmbedderNameDep = Annotated[str, Depends(get_embedder_name)]
 
 
 @router.get("/healthz")
@@ -29,8 +36,12 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "PostgreSQL down or schema behind"}})
-async def readyz(engine: EngineDep, redis: RedisDep) -> JSONResponse:
-    """PostgreSQL reachable and migrated to head (else 503); Redis reported (degraded)."""
-    body, ready = await readiness(engine, redis)
+@router.get(
+    "/readyz",
+    responses={503: {"description": "PostgreSQL down, schema behind, or vectors of another model"}},
+)
+async def readyz(engine: EngineDep, redis: RedisDep, embedder: EmbedderNameDep) -> JSONResponse:
+    """PostgreSQL reachable, migrated to head and holding this process's embedding model's
+    vectors (else 503); Redis reported (degraded)."""
+    body, ready = await readiness(engine, redis, embedder)
     return JSONResponse(body, status_code=200 if ready else 503)
