@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from app.embeddings.base import EmbedderConfigError
 
 TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_WORD_PIECES = 256  # the model's max_seq_length
+_QUERY_CALL_MAX_TEXTS = 4  # a call this small embeds queries (ingestion sends batches)
+_RECENT_QUERIES = 512  # remembered query vectors: about 1.5 MB
 
 
 class OnnxMiniLMEmbedder:
@@ -57,6 +60,7 @@ class OnnxMiniLMEmbedder:
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a word piece)
         self._tokenizer = tokenizer
         self._batch_size = batch_size
+        self._recent: OrderedDict[str, list[float]] = OrderedDict()
 
     def _encode_batch(self, texts: list[str]) -> Any:
         np = self._np
@@ -88,7 +92,25 @@ class OnnxMiniLMEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector per text, computed in a worker thread (onnxruntime releases the
-        GIL while it runs, so the event loop keeps serving)."""
+        GIL while it runs, so the event loop keeps serving).
+
+        A turn embeds its question several times (the injection check, the FAQ fast path,
+        retrieval): small calls, the queries, are remembered (a few hundred, least recently
+        used first out), so the model runs once per question. Ingestion's batches pass by."""
         if not texts:
             return []
-        return await asyncio.to_thread(self.encode, texts)
+        if len(texts) > _QUERY_CALL_MAX_TEXTS:
+            return await asyncio.to_thread(self.encode, texts)
+        missing = [text for text in dict.fromkeys(texts) if text not in self._recent]
+        if missing:
+            for text, vector in zip(
+                missing, await asyncio.to_thread(self.encode, missing), strict=True
+            ):
+                self._recent[text] = vector
+        vectors = []
+        for text in texts:
+            self._recent.move_to_end(text)
+            vectors.append(list(self._recent[text]))  # a copy: callers may keep or change it
+        while len(self._recent) > _RECENT_QUERIES:
+            self._recent.popitem(last=False)
+        return vectors

@@ -73,3 +73,26 @@ async def test_loading_and_embedding_print_nothing(capfd: pytest.CaptureFixture[
     # The server log is JSON lines: no progress bar or runtime banner may slip into it.
     await OnnxMiniLMEmbedder().embed(["When is your support team open?"] * 40)
     assert capfd.readouterr() == ("", "")
+
+
+async def test_a_question_is_embedded_once_per_turn_not_once_per_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    embedder = OnnxMiniLMEmbedder()
+    encoded: list[int] = []
+    real = embedder.encode
+
+    def counting(texts: Sequence[str]) -> list[list[float]]:
+        encoded.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "encode", counting)
+    [first] = await embedder.embed([HOURS])  # the injection check
+    [again] = await embedder.embed([HOURS])  # the FAQ fast path
+    both = await embedder.embed([HOURS, "When is your support team open?"])  # retrieval
+    assert encoded == [1, 1]  # the model ran for each new question once
+    assert again == first == both[0]
+    again.append(0.0)  # a caller changing its list changes nobody else's
+    assert (await embedder.embed([HOURS]))[0] == first
+    await embedder.embed([HOURS] * 5)  # a batch (ingestion) is always computed
+    assert encoded == [1, 1, 5]
