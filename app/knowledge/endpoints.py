@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, SettingsDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
-from app.core.text import snippet
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
@@ -23,7 +22,6 @@ from app.knowledge.schemas import (
     DocumentAccepted,
     DocumentOut,
     DocumentPage,
-    SearchHit,
     SearchIn,
     SearchOut,
     TextDocumentIn,
@@ -153,16 +151,4 @@ async def search(
 ) -> SearchOut:
     """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
     hits = await service.search(db, retriever, principal.tenant_id, body.query, k=body.k)
-    return SearchOut(
-        items=[
-            SearchHit(
-                document_id=uuid.UUID(hit.passage.source_id),
-                external_id=hit.external_id,
-                chunk_id=uuid.UUID(hit.passage.id),
-                title=hit.passage.title,
-                score=hit.passage.score,
-                snippet=snippet(hit.passage.text),
-            )
-            for hit in hits
-        ]
-    )
+    return SearchOut.of(hits)

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.json_types import json_number
+from app.core.text import snippet
 from app.ingestion.extract import MARKDOWN, TEXT
+from app.retrieval.base import Hit
 
 
 class TextDocumentIn(BaseModel):
@@ -84,3 +87,20 @@ class SearchOut(BaseModel):
     """The passages that match a search, best first."""
 
     items: list[SearchHit]
+
+    @classmethod
+    def of(cls, hits: Sequence[Hit]) -> SearchOut:
+        """The search's answer for these hits (`/kb/search` and the MCP `search_knowledge`)."""
+        return cls(
+            items=[
+                SearchHit(
+                    document_id=uuid.UUID(hit.passage.source_id),
+                    external_id=hit.external_id,
+                    chunk_id=uuid.UUID(hit.passage.id),
+                    title=hit.passage.title,
+                    score=hit.passage.score,
+                    snippet=snippet(hit.passage.text),
+                )
+                for hit in hits
+            ]
+        )

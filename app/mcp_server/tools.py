@@ -15,10 +15,9 @@ from app.auth.principal import Principal
 from app.chat.schemas import ChatRequest, SourceOut
 from app.chat.service import ChatService
 from app.core.errors import Forbidden
-from app.core.text import snippet
 from app.graph.context import TurnContext
 from app.knowledge import service as knowledge
-from app.knowledge.schemas import SearchHit, SearchOut
+from app.knowledge.schemas import SearchOut
 from app.openai_compat.service import new_session_id, session_opening
 from app.retrieval.hybrid import HybridRetriever
 from app.sessions import service as sessions
@@ -49,19 +48,7 @@ class Toolbox:
         tenant = self.principal.tenant_id
         async with self.context.transaction(tenant) as db:
             hits = await knowledge.search(db, self.retriever, tenant, query, k=k)
-        return SearchOut(
-            items=[
-                SearchHit(
-                    document_id=uuid.UUID(hit.passage.source_id),
-                    external_id=hit.external_id,
-                    chunk_id=uuid.UUID(hit.passage.id),
-                    title=hit.passage.title,
-                    score=hit.passage.score,
-                    snippet=snippet(hit.passage.text),
-                )
-                for hit in hits
-            ]
-        )
+        return SearchOut.of(hits)
 
     async def ask(self, question: str, session_id: uuid.UUID | None) -> Answer:
         """One turn, in the given session or a new one (opened with the turn)."""
