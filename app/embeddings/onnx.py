@@ -21,6 +21,7 @@ from app.embeddings.base import EmbedderConfigError
 
 TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_WORD_PIECES = 256  # the model's max_seq_length
+PAD_WORD_PIECE = "[PAD]"  # id 0 in the model's vocabulary
 _QUERY_CALL_MAX_TEXTS = 4  # a call this small embeds queries (ingestion sends batches)
 _RECENT_QUERIES = 512  # remembered query vectors: about 1.5 MB
 
@@ -57,7 +58,7 @@ class OnnxMiniLMEmbedder:
         )
         tokenizer: Any = Tokenizer.from_file(str(TOKENIZER))
         tokenizer.enable_truncation(max_length=MAX_WORD_PIECES)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a word piece)
+        tokenizer.enable_padding(pad_id=0, pad_token=PAD_WORD_PIECE)
         self._tokenizer = tokenizer
         self._batch_size = batch_size
         self._recent: OrderedDict[str, list[float]] = OrderedDict()

@@ -7,7 +7,20 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, text, update
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    ColumnElement,
+    TableClause,
+    bindparam,
+    column,
+    delete,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import table as sa_table
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -86,11 +99,25 @@ async def tenant_ids(db: AsyncSession) -> list[uuid.UUID]:
     return list(rows)
 
 
+def _embedded(table: str) -> TableClause:
+    """`table` as a statement builder sees it: the columns a reindex reads and writes."""
+    title, body = EMBEDDED_TABLES[table]
+    columns = {"id", "tenant_id", SHADOW, body} | ({title} if title != "''" else set())
+    return sa_table(table, *(column(name) for name in sorted(columns)))
+
+
+def _scoped(embedded: TableClause) -> ColumnElement[bool]:
+    """The rows of the tenant the transaction is scoped to (RLS checks it again)."""
+    return embedded.c.tenant_id == func.threadline_current_tenant()
+
+
 async def count_rows(db: AsyncSession, table: str, *, pending: bool) -> int:
     """Rows of the scoped tenant in `table`: all, or only those without a shadow vector."""
-    where = f" AND {SHADOW} IS NULL" if pending else ""
-    statement = f"SELECT count(*) FROM {table} WHERE tenant_id = threadline_current_tenant()"  # noqa: S608
-    return int(await db.scalar(text(statement + where)) or 0)
+    embedded = _embedded(table)
+    statement = select(func.count()).select_from(embedded).where(_scoped(embedded))
+    if pending:
+        statement = statement.where(embedded.c[SHADOW].is_(None))
+    return int(await db.scalar(statement) or 0)
 
 
 async def pending_rows(
@@ -99,15 +126,20 @@ async def pending_rows(
     """Up to `limit` rows of the scoped tenant still without a shadow vector, in id order
     (after `after`: a walk through the primary key, not a scan per batch): id, title, text."""
     title, body = EMBEDDED_TABLES[table]
-    walk = "" if after is None else " AND id > :after"
-    rows = await db.execute(
-        text(
-            f"SELECT id, {title}, {body} FROM {table} "  # noqa: S608 (names of EMBEDDED_TABLES)
-            f"WHERE tenant_id = threadline_current_tenant() AND {SHADOW} IS NULL{walk} "
-            "ORDER BY id LIMIT :limit"
-        ),
-        {"limit": limit} if after is None else {"limit": limit, "after": after},
+    embedded = _embedded(table)
+    statement = (
+        select(
+            embedded.c.id,
+            literal("") if title == "''" else embedded.c[title],
+            embedded.c[body],
+        )
+        .where(_scoped(embedded), embedded.c[SHADOW].is_(None))
+        .order_by(embedded.c.id)
+        .limit(limit)
     )
+    if after is not None:
+        statement = statement.where(embedded.c.id > after)
+    rows = await db.execute(statement)
     return [(row[0], row[1], row[2]) for row in rows]
 
 
@@ -115,12 +147,12 @@ async def write_shadow(
     db: AsyncSession, table: str, ids: Sequence[Any], vectors: Sequence[Sequence[float]]
 ) -> None:
     """Store the shadow vectors of these rows of the scoped tenant."""
+    embedded = _embedded(table)
     await db.execute(
-        text(
-            f"UPDATE {table} SET {SHADOW} = CAST(CAST(:vector AS real[]) AS vector) "  # noqa: S608
-            "WHERE tenant_id = threadline_current_tenant() AND id = :id"
-        ),
-        [{"id": i, "vector": list(v)} for i, v in zip(ids, vectors, strict=True)],
+        update(embedded)
+        .where(_scoped(embedded), embedded.c.id == bindparam("row_id"))
+        .values({SHADOW: bindparam("vector", type_=Vector())}),
+        [{"row_id": i, "vector": list(v)} for i, v in zip(ids, vectors, strict=True)],
     )
 
 
