@@ -35,7 +35,16 @@ _ORDINALS = {
     "5th": 5,
     "last": -1,
 }
-_ORDINAL = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b|\b(?:number|no\.?|#)\s*(\d+)\b", re.I)
+_WORDS = "|".join(_ORDINALS)
+# An ordinal refers to an item of the answer only as a noun phrase ("the second", "the last
+# one", "third option", "number 2"); as an adverb or adjective ("download it first", "last
+# year") it refers to nothing.
+_ORDINAL = re.compile(
+    rf"\b(?:the|that|this)\s+({_WORDS})\b"
+    rf"|\b({_WORDS})\s+(?:ones?|options?|points?|items?|steps?|documents?|sources?|bullets?)\b"
+    r"|\b(?:number|no\.?|#)\s*(\d+)\b",
+    re.I,
+)
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+)$", re.MULTILINE)
 _STRIP_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
@@ -63,9 +72,8 @@ def _ordinal(query: str) -> int | None:
     match = _ORDINAL.search(query)
     if match is None:
         return None
-    if match.group(1):
-        return _ORDINALS[match.group(1).lower()]
-    return int(match.group(2))
+    word = match.group(1) or match.group(2)
+    return _ORDINALS[word.lower()] if word else int(match.group(3))
 
 
 def _items(answer: str) -> list[str]:
