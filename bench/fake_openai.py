@@ -74,60 +74,72 @@ class FakeOpenAI:
         }
         if request.get("stream"):
             wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            await self._stream(send, model, usage if wants_usage else None)
+            await stream_completion(
+                send, model, self.words, usage if wants_usage else None, self._pause
+            )
             return
         await asyncio.sleep(self.interval * len(self.words))
-        await _json(
-            send,
-            200,
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "".join(self.words)},
-                    }
-                ],
-                "usage": usage,
-            },
-        )
+        await _json(send, 200, completion(model, "".join(self.words), usage))
 
-    async def _stream(self, send: Send, model: str, usage: dict[str, int] | None) -> None:
-        await send(
+    async def _pause(self, _index: int) -> None:
+        await asyncio.sleep(self.interval)
+
+
+def completion(model: str, text: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """A whole `chat.completion` answering `text`."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
             {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream"),
-                    (b"cache-control", b"no-cache"),
-                ],
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
             }
-        )
-        base = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
+        ],
+        "usage": usage,
+    }
+
+
+async def stream_completion(
+    send: Send,
+    model: str,
+    words: list[str],
+    usage: dict[str, Any] | None,
+    pause: Callable[[int], Awaitable[None]],
+) -> None:
+    """`words` as `chat.completion.chunk` events, `pause(i)` awaited before the i-th; then the
+    finishing chunk, the usage chunk when asked for, and `[DONE]`."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
         }
+    )
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
 
-        async def chunk(payload: dict[str, Any]) -> None:
-            body = f"data: {json.dumps({**base, **payload})}\n\n".encode()
-            await send({"type": "http.response.body", "body": body, "more_body": True})
+    async def chunk(payload: dict[str, Any]) -> None:
+        body = f"data: {json.dumps({**base, **payload})}\n\n".encode()
+        await send({"type": "http.response.body", "body": body, "more_body": True})
 
-        first = {"role": "assistant", "content": ""}
-        await chunk({"choices": [{"index": 0, "delta": first, "finish_reason": None}]})
-        for word in self.words:
-            await asyncio.sleep(self.interval)
-            delta = {"content": word}
-            await chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-        await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        if usage is not None:
-            await chunk({"choices": [], "usage": usage})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+    first = {"role": "assistant", "content": ""}
+    await chunk({"choices": [{"index": 0, "delta": first, "finish_reason": None}]})
+    for index, word in enumerate(words):
+        await pause(index)
+        delta = {"content": word}
+        await chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        await chunk({"choices": [], "usage": usage})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
 async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:

@@ -22,12 +22,11 @@ import json
 import random
 import re
 import time
-import uuid
 from typing import Any
 
 import tiktoken
 
-from bench.fake_openai import Receive, Scope, Send, _json, _lifespan
+from bench.fake_openai import Receive, Scope, Send, _json, _lifespan, completion, stream_completion
 
 FIRST_TOKEN_S = 0.3
 TOKENS_PER_S = 50.0
@@ -185,61 +184,16 @@ class ShapedOpenAI:
         model = str(request.get("model", "fake"))
         if request.get("stream"):
             wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            await self._stream(send, model, words, usage if wants_usage else None)
+            started = time.monotonic()
+
+            async def paced(index: int) -> None:
+                # Paced from the start, so the event loop's own delays do not add up.
+                due = started + FIRST_TOKEN_S + index / TOKENS_PER_S
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+
+            await stream_completion(send, model, words, usage if wants_usage else None, paced)
             record["finished"] = time.time()
             return
         await asyncio.sleep(FIRST_TOKEN_S + (len(words) - 1) / TOKENS_PER_S)
-        await _json(
-            send,
-            200,
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "".join(words)},
-                    }
-                ],
-                "usage": usage,
-            },
-        )
+        await _json(send, 200, completion(model, "".join(words), usage))
         record["finished"] = time.time()
-
-    async def _stream(
-        self, send: Send, model: str, words: list[str], usage: dict[str, Any] | None
-    ) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
-            }
-        )
-        base = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-        async def chunk(payload: dict[str, Any]) -> None:
-            body = f"data: {json.dumps({**base, **payload})}\n\n".encode()
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-
-        started = time.monotonic()
-        await asyncio.sleep(FIRST_TOKEN_S)
-        for i, word in enumerate(words):
-            # Paced from the start, so the event loop's own delays do not add up.
-            await asyncio.sleep(
-                max(0.0, started + FIRST_TOKEN_S + i / TOKENS_PER_S - time.monotonic())
-            )
-            delta = {"content": word, **({"role": "assistant"} if i == 0 else {})}
-            await chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-        await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        if usage is not None:
-            await chunk({"choices": [], "usage": usage})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
