@@ -22,6 +22,14 @@ class Embedder(Protocol):
         ...
 
 
+def prefetch(embedder: Embedder, texts: Sequence[str]) -> None:
+    """Start embedding queries a turn will ask for shortly, where the embedder remembers its
+    queries (the local model); elsewhere nothing, since an API embedder would be paid twice."""
+    start = getattr(embedder, "prefetch", None)
+    if callable(start):
+        start(texts)
+
+
 class EmbedderConfigError(RuntimeError):
     """The configured embedder cannot be built (missing extra or key, wrong dimension)."""
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from app.embeddings.base import EmbedderConfigError
+from app.embeddings.query_memory import QueryMemory
 
 TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_WORD_PIECES = 256  # the model's max_seq_length
@@ -61,7 +61,7 @@ class OnnxMiniLMEmbedder:
         tokenizer.enable_padding(pad_id=0, pad_token=PAD_WORD_PIECE)
         self._tokenizer = tokenizer
         self._batch_size = batch_size
-        self._recent: OrderedDict[str, list[float]] = OrderedDict()
+        self._queries = QueryMemory(self._encode_queries, self._word_pieces, _RECENT_QUERIES)
 
     def _encode_batch(self, texts: list[str]) -> Any:
         np = self._np
@@ -95,23 +95,25 @@ class OnnxMiniLMEmbedder:
         """One unit vector per text, computed in a worker thread (onnxruntime releases the
         GIL while it runs, so the event loop keeps serving).
 
-        A turn embeds its question several times (the injection check, the FAQ fast path,
-        retrieval): small calls, the queries, are remembered (a few hundred, least recently
-        used first out), so the model runs once per question. Ingestion's batches pass by."""
+        Small calls, the queries, go through the query memory (app/embeddings/query_memory.py):
+        a turn's question is embedded once however many stages ask, and a run started early
+        by `prefetch` is waited for rather than repeated. Ingestion's batches pass by."""
         if not texts:
             return []
         if len(texts) > _QUERY_CALL_MAX_TEXTS:
             return await asyncio.to_thread(self.encode, texts)
-        missing = [text for text in dict.fromkeys(texts) if text not in self._recent]
-        if missing:
-            for text, vector in zip(
-                missing, await asyncio.to_thread(self.encode, missing), strict=True
-            ):
-                self._recent[text] = vector
-        vectors = []
-        for text in texts:
-            self._recent.move_to_end(text)
-            vectors.append(list(self._recent[text]))  # a copy: callers may keep or change it
-        while len(self._recent) > _RECENT_QUERIES:
-            self._recent.popitem(last=False)
-        return vectors
+        return await self._queries.get(texts)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start embedding queries a turn will ask for shortly; returns at once."""
+        if 0 < len(texts) <= _QUERY_CALL_MAX_TEXTS:
+            self._queries.start(texts)
+
+    def _word_pieces(self, text: str) -> tuple[int, ...]:
+        """What the model reads of a text: its word pieces after the tokenizer's own
+        normalisation (lower case, accents off), so the injection check's folded question and
+        the question as typed share one run."""
+        return tuple(self._tokenizer.encode(text).ids)
+
+    async def _encode_queries(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.encode, texts)

@@ -121,6 +121,13 @@ def depends_on_history(related: Relatedness, weighting: Weighting = WEIGHTING) -
     return related.score >= weighting.depends
 
 
+def history_query(
+    query: str, history: Sequence[HistoryTurn], weighting: Weighting = WEIGHTING
+) -> str:
+    """The history-conditioned query: the thread's earlier questions' words, then the question."""
+    return rewrite_by_rules(query, history, thread_length(history, weighting))
+
+
 def plan_queries(
     query: str,
     history: Sequence[HistoryTurn],
@@ -134,11 +141,7 @@ def plan_queries(
     if not history:
         return queries
     weight = history_weight(related, weighting)
-    queries.append(
-        WeightedQuery(
-            "history", rewrite_by_rules(query, history, thread_length(history, weighting)), weight
-        )
-    )
+    queries.append(WeightedQuery("history", history_query(query, history, weighting), weight))
     if rewrite and rewrite.strip().lower() != query.strip().lower():
         queries.append(WeightedQuery("rewrite", rewrite, weight))
     return queries
