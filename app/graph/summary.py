@@ -37,25 +37,59 @@ def _clip(text: str, words: int) -> str:
 
 
 def fold_by_rules(previous: str, turns: Sequence[HistoryTurn], max_tokens: int) -> str:
-    """One line per folded turn; the oldest lines go first when the cap is reached."""
+    """One line per folded turn, appended. Past the cap the oldest lines go, down to half
+    the cap at once: the summary's start, the prompt's cached prefix, then stays the same
+    for several folds rather than changing at every one."""
     lines = [line for line in previous.splitlines() if line and line != OMITTED]
+    dropped = previous.startswith(OMITTED)
     for turn in turns:
         answer = _clip(turn["answer"], 30) or "(no answer)"
         lines.append(f"- Asked: {_clip(turn['user_query'], 25)} — Answered: {answer}")
-    dropped = False
-    while lines and count_tokens("\n".join(lines)) > max_tokens:
-        lines.pop(0)
+    if count_tokens("\n".join(lines)) > max_tokens:
+        while lines and count_tokens("\n".join(lines)) > max_tokens // 2:
+            lines.pop(0)
         dropped = True
     return "\n".join(([OMITTED] if dropped else []) + lines)
+
+
+def appended(previous: str, addition: str) -> str:
+    """The summary with a fold's addition after it: the previous text stays its prefix."""
+    return f"{previous}\n{addition}" if previous else addition
+
+
+def _shown(previous: str, turns: Sequence[HistoryTurn]) -> str:
+    transcript = "\n".join(
+        f"User: {turn['user_query']}\nAssistant: {turn['answer']}" for turn in turns
+    )
+    return f"Existing summary:\n{previous or '(none)'}\n\nNew turns:\n{transcript}"
+
+
+def addition_prompt(
+    previous: str, turns: Sequence[HistoryTurn], max_tokens: int
+) -> list[ChatMessage]:
+    """The model prompt that summarises new turns as an addition to the running summary,
+    which stays as it is (it starts every later prompt: rewriting it would void their cache)."""
+    return [
+        ChatMessage(
+            role="system",
+            content=(
+                "You maintain a running summary of a conversation. Summarise only the new "
+                "turns, as lines to append to the existing summary: keep facts, names, numbers "
+                f"and decisions, do not repeat the existing summary, use at most "
+                f"{max_tokens // 2} words. Answer with the new lines only."
+            ),
+        ),
+        ChatMessage(
+            role="user",
+            content=_shown(previous, turns),
+        ),
+    ]
 
 
 def summary_prompt(
     previous: str, turns: Sequence[HistoryTurn], max_tokens: int
 ) -> list[ChatMessage]:
-    """The model prompt that merges overflowing turns into the running summary."""
-    transcript = "\n".join(
-        f"User: {turn['user_query']}\nAssistant: {turn['answer']}" for turn in turns
-    )
+    """The model prompt that merges the running summary and new turns into one, shorter."""
     return [
         ChatMessage(
             role="system",
@@ -67,6 +101,6 @@ def summary_prompt(
         ),
         ChatMessage(
             role="user",
-            content=f"Existing summary:\n{previous or '(none)'}\n\nNew turns:\n{transcript}",
+            content=_shown(previous, turns),
         ),
     ]

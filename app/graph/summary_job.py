@@ -28,7 +28,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.db import TENANT
 from app.graph.nodes.triage import redact_blocked
-from app.graph.summary import SUMMARIZE, fold_by_rules, fold_due, summary_prompt
+from app.graph.summary import (
+    SUMMARIZE,
+    addition_prompt,
+    appended,
+    fold_by_rules,
+    fold_due,
+    summary_prompt,
+)
 from app.llm.responder import Responder
 from app.llm.tokens import count_tokens
 from app.observability import metrics
@@ -66,13 +73,29 @@ class SummaryDeps(Protocol):
         ...
 
 
+ADDITION_SHARE = 4
+"""A fold's addition is at most a quarter of the summary's cap; a merge aims at half of it."""
+
+
 async def fold(responder: Responder, previous: str, turns: list[HistoryTurn], cap: int) -> str:
     """The summary with `turns` folded in: by the model when there is one (its errors
-    propagate: the caller keeps the turns for the next fold), else by rules."""
+    propagate: the caller keeps the turns for the next fold), else by rules.
+
+    While there is room the model's summary of the new turns is appended, so the summary
+    read by earlier prompts stays the start of the next ones (their cached prefix, ADR
+    0035); when there is not, one call merges everything into a summary of half the cap,
+    which leaves room for the next additions."""
     if responder.uses_language_model:
-        text = await responder.complete(summary_prompt(previous, turns, cap))
-        if text and count_tokens(text) <= cap:
-            return text
+        room = cap - count_tokens(previous) - 1
+        addition_cap = cap // ADDITION_SHARE
+        if room >= addition_cap:
+            text = await responder.complete(addition_prompt(previous, turns, addition_cap))
+            if text and text.strip() and count_tokens(text) <= room:
+                return appended(previous, text.strip())
+        else:
+            text = await responder.complete(summary_prompt(previous, turns, cap // 2))
+            if text and text.strip() and count_tokens(text) <= cap:
+                return text.strip()
         logger.warning("summary by the model empty or over its cap; folded by rules")
     return fold_by_rules(previous, turns, cap)
 
