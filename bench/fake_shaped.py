@@ -150,6 +150,9 @@ class ShapedOpenAI:
             raw += message.get("body", b"")
             if not message.get("more_body"):
                 break
+        # The model's 300 ms run from the request's arrival: this fake's own bookkeeping below
+        # (parsing, counting the prompt's tokens) is not the app's time before the first token.
+        started = time.monotonic()
         request: dict[str, Any] = json.loads(raw or b"{}")
         arrived = time.time()
         messages = request["messages"]
@@ -184,7 +187,6 @@ class ShapedOpenAI:
         model = str(request.get("model", "fake"))
         if request.get("stream"):
             wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            started = time.monotonic()
 
             async def paced(index: int) -> None:
                 # Paced from the start, so the event loop's own delays do not add up.
@@ -194,6 +196,7 @@ class ShapedOpenAI:
             await stream_completion(send, model, words, usage if wants_usage else None, paced)
             record["finished"] = time.time()
             return
-        await asyncio.sleep(FIRST_TOKEN_S + (len(words) - 1) / TOKENS_PER_S)
+        due = started + FIRST_TOKEN_S + (len(words) - 1) / TOKENS_PER_S
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
         await _json(send, 200, completion(model, "".join(words), usage))
         record["finished"] = time.time()
