@@ -1,6 +1,6 @@
 """Multi-turn retrieval on the follow-up dev set: `/chat` beside two `/kb/search` baselines.
 
-    python -m bench.followups [--embedder onnx|hashing|minilm] [--part all|base|hard]
+    python -m bench.followups [--embedder onnx|hashing|minilm] [--part all|base|hard|hard2]
                               [--show-turns]
 
 Starts PostgreSQL (embedded, or $BENCH_DATABASE_URL), ingests `bench/data/followups`'s
@@ -12,8 +12,9 @@ the same run through `POST /kb/search` (k=5, the chat's default `retrieval_k`): 
 question alone, and the previous user turn + the question. Prints them overall and per label
 (follow_up, clarification, topic_switch), the share of turns the pipeline flagged as
 follow-ups (`context_metadata.is_follow_up`), and `/chat` latency p50/p95; for the whole
-set and for each of its parts (`base`: c01-c69; `hard`: c70-c120, written blind, see the
-data's README). `--part` plays only one part's conversations (all documents are ingested).
+set, for each of its parts (`base`: c01-c69; `hard`: c70-c120, written blind; `hard2`:
+c121-c135, written after the first runs on `hard`; see the data's README) and for the new
+parts together. `--part` plays only one part's conversations (all documents are ingested).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ PASSWORD = "bench password 1"
 K = 5
 LABELS = ("follow_up", "clarification", "topic_switch")
 METHODS = ("/chat", "raw question", "previous + question")
-PARTS = ("base", "hard")
+PARTS = ("base", "hard", "hard2")
 
 
 def part_of(conversation: dict[str, Any]) -> str:
@@ -332,6 +333,9 @@ def report(scored: list[Scored], latencies: list[float], later: list[float], nam
     if len(parts) > 1:
         for part in parts:
             _table([s for s in scored if s.part == part], f"Part {part}")
+    new = [s for s in scored if s.part != "base"]
+    if len({s.part for s in new}) > 1:
+        _table(new, "New parts together (" + ", ".join(p for p in parts if p != "base") + ")")
     print(
         f"/chat latency per turn: all p50 {percentile(latencies, 50):.0f} ms, "
         f"p95 {percentile(latencies, 95):.0f} ms (n={len(latencies)}); turns >= 2 "
