@@ -1,6 +1,7 @@
 """Multi-turn retrieval on the follow-up dev set: `/chat` beside two `/kb/search` baselines.
 
-    python -m bench.followups [--embedder onnx|hashing|minilm] [--show-turns]
+    python -m bench.followups [--embedder onnx|hashing|minilm] [--part all|base|hard|hard2]
+                              [--show-turns]
 
 Starts PostgreSQL (embedded, or $BENCH_DATABASE_URL), ingests `bench/data/followups`'s
 documents into one tenant through the product's ingestion path, then serves the product with
@@ -10,7 +11,10 @@ scores recall@5 and nDCG@5 of the turn's gold documents in the sources `/chat` u
 the same run through `POST /kb/search` (k=5, the chat's default `retrieval_k`): the raw
 question alone, and the previous user turn + the question. Prints them overall and per label
 (follow_up, clarification, topic_switch), the share of turns the pipeline flagged as
-follow-ups (`context_metadata.is_follow_up`), and `/chat` latency p50/p95.
+follow-ups (`context_metadata.is_follow_up`), and `/chat` latency p50/p95; for the whole
+set, for each of its parts (`base`: c01-c69; `hard`: c70-c120, written blind; `hard2`:
+c121-c135, written after the first runs on `hard`; see the data's README) and for the new
+parts together. `--part` plays only one part's conversations (all documents are ingested).
 """
 
 from __future__ import annotations
@@ -45,6 +49,18 @@ PASSWORD = "bench password 1"
 K = 5
 LABELS = ("follow_up", "clarification", "topic_switch")
 METHODS = ("/chat", "raw question", "previous + question")
+PARTS = ("base", "hard", "hard2")
+
+
+def part_of(conversation: dict[str, Any]) -> str:
+    """The part of the dev set a conversation belongs to (no `part` field: the base part)."""
+    return str(conversation.get("part", "base"))
+
+
+def load_conversations(part: str = "all") -> list[dict[str, Any]]:
+    """The dev set's conversations, all of them or one part's."""
+    conversations = load_jsonl(DATA / "conversations.jsonl")
+    return [c for c in conversations if part == "all" or part_of(c) == part]
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -80,6 +96,7 @@ class Scored:
     conversation: str
     label: str
     text: str
+    part: str = "base"
     recall: dict[str, float] = field(default_factory=dict)
     ndcg: dict[str, float] = field(default_factory=dict)
     flagged: bool | None = None
@@ -124,7 +141,9 @@ async def _search(client: httpx.AsyncClient, query: str) -> list[str]:
     return _documents_in_order([hit["external_id"] for hit in response.json()["items"]])
 
 
-async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[float], list[float]]:
+async def _play(
+    base: str, ids: dict[str, str], part: str = "all"
+) -> tuple[list[Scored], list[float], list[float]]:
     scored: list[Scored] = []
     latencies: list[float] = []
     later: list[float] = []
@@ -132,7 +151,7 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
         token = await client.post("/auth/token", json={"email": EMAIL, "password": PASSWORD})
         token.raise_for_status()
         client.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
-        for conversation in load_jsonl(DATA / "conversations.jsonl"):
+        for conversation in load_conversations(part):
             created = await client.post("/sessions", json={"title": conversation["id"]})
             session_id = created.json()["id"]
             previous: str | None = None
@@ -164,6 +183,7 @@ async def _play(base: str, ids: dict[str, str]) -> tuple[list[Scored], list[floa
                             conversation=conversation["id"],
                             label=turn["label"],
                             text=turn["text"],
+                            part=part_of(conversation),
                             recall={m: recall_at_k(r, gold) for m, r in ranked.items()},
                             ndcg={m: ndcg_at_k(r, gold) for m, r in ranked.items()},
                             flagged=flagged if isinstance(flagged, bool) else None,
@@ -277,30 +297,45 @@ def _p(values: list[float], pct: float) -> str:
     return f"{percentile(values, pct):.1f}"
 
 
-def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
-    """The table: overall and per label, recall@5 and nDCG@5 of each method."""
-    conversations = len({s.conversation for s in scored})
-    print(f"\nFollow-up dev set: {conversations} conversations, {len(scored)} turns >= 2")
-    print(f"embedder {name}, extractive responder, k={K}")
+def _table(rows: list[Scored], title: str) -> None:
+    """One table: overall and per label, recall@5 and nDCG@5 of each method."""
+    conversations = len({s.conversation for s in rows})
+    print(f"\n{title}: {conversations} conversations, {len(rows)} turns >= 2")
     header = "".join(f"{m:>26}" for m in METHODS)
     print(f"{'slice':<15}{'n':>4}{header}{'flagged':>10}")
     print(f"{'':<19}" + "".join(f"{'recall@5  nDCG@5':>26}" for _ in METHODS))
     groups: dict[str, list[Scored]] = defaultdict(list)
-    for s in scored:
+    for s in rows:
         groups["overall"].append(s)
         groups[s.label].append(s)
     for slice_name in ("overall", *LABELS):
-        rows = groups.get(slice_name, [])
-        if not rows:
+        group = groups.get(slice_name, [])
+        if not group:
             continue
         cells = ""
         for method in METHODS:
-            recall = sum(r.recall[method] for r in rows) / len(rows)
-            ndcg = sum(r.ndcg[method] for r in rows) / len(rows)
+            recall = sum(r.recall[method] for r in group) / len(group)
+            ndcg = sum(r.ndcg[method] for r in group) / len(group)
             cells += f"{recall:>17.3f}{ndcg:>9.3f}"
-        known = [r.flagged for r in rows if r.flagged is not None]
+        known = [r.flagged for r in group if r.flagged is not None]
         flagged = f"{100 * sum(known) / len(known):>9.0f}%" if known else f"{'n/a':>10}"
-        print(f"{slice_name:<15}{len(rows):>4}{cells}{flagged}")
+        print(f"{slice_name:<15}{len(group):>4}{cells}{flagged}")
+    mean = {m: sum(r.recall[m] for r in rows) / len(rows) for m in METHODS}
+    better = max(mean["raw question"], mean["previous + question"])
+    print(f"/chat recall@5 minus the better baseline's: {mean['/chat'] - better:+.3f}")
+
+
+def report(scored: list[Scored], latencies: list[float], later: list[float], name: str) -> None:
+    """The tables: the whole set, then each part of it that was played."""
+    print(f"\nembedder {name}, extractive responder, k={K}")
+    _table(scored, "Follow-up dev set, whole")
+    parts = [p for p in PARTS if any(s.part == p for s in scored)]
+    if len(parts) > 1:
+        for part in parts:
+            _table([s for s in scored if s.part == part], f"Part {part}")
+    new = [s for s in scored if s.part != "base"]
+    if len({s.part for s in new}) > 1:
+        _table(new, "New parts together (" + ", ".join(p for p in parts if p != "base") + ")")
     print(
         f"/chat latency per turn: all p50 {percentile(latencies, 50):.0f} ms, "
         f"p95 {percentile(latencies, 95):.0f} ms (n={len(latencies)}); turns >= 2 "
@@ -321,6 +356,9 @@ def main() -> None:
     parser.add_argument(
         "--embedder", default="onnx", choices=["onnx", "hashing", "minilm"]
     )  # onnx: the product's default embedder (ADR 0036)
+    parser.add_argument(
+        "--part", default="all", choices=["all", *PARTS], help="play only this part's turns"
+    )
     parser.add_argument("--show-turns", action="store_true", help="print every scored turn")
     args = parser.parse_args()
     if args.embedder == "minilm" and not all(
@@ -342,7 +380,7 @@ def main() -> None:
             **UNLIMITED,
         }
         with uvicorn_server(env, app="app.main:app_factory") as base:
-            scored, latencies, later = asyncio.run(_play(base, ids))
+            scored, latencies, later = asyncio.run(_play(base, ids, args.part))
         single, multi, sequential = asyncio.run(
             _retrieval_latency(owner_url, args.embedder, tenant_id, scored)
         )

@@ -1,6 +1,6 @@
 """Tuning the follow-up weighting on the dev set (ADR 0034): every variant, one table.
 
-    python -m bench.followups_tune [--embedder hashing|minilm]
+    python -m bench.followups_tune [--embedder hashing|onnx|minilm] [--part all|base|hard]
 
 Ingests `bench/data/followups` as `bench.followups` does, then replays the conversations
 in-process with the product's own pieces (`app.graph.query_plan`, the retriever's
@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bench.common import bench_database
-from bench.followups import DATA, LABELS, K, _prepare, load_jsonl, ndcg_at_k, recall_at_k
+from bench.followups import (
+    LABELS,
+    PARTS,
+    K,
+    _prepare,
+    load_conversations,
+    ndcg_at_k,
+    recall_at_k,
+)
 
 if TYPE_CHECKING:
     from app.retrieval.base import Hit
@@ -83,7 +91,7 @@ class Turn:
 
 
 async def _replay(
-    owner_url: str, embedder_name: str, tenant_id: uuid.UUID, ids: dict[str, str]
+    owner_url: str, embedder_name: str, tenant_id: uuid.UUID, ids: dict[str, str], part: str
 ) -> dict[str, list[Turn]]:
     from app.core.db import scope_to_tenant
     from app.graph.query_plan import Weighting, cited_weight, plan_queries, relatedness
@@ -105,7 +113,7 @@ async def _replay(
                 found = await retriever.query_legs(db, tenant_id, missing)
             cache.update(zip(missing, found, strict=True))
 
-    conversations = load_jsonl(DATA / "conversations.jsonl")
+    conversations = load_conversations(part)
     responder = ExtractiveResponder()
     settings = retriever.settings
     results: dict[str, list[Turn]] = {}
@@ -223,14 +231,17 @@ def report(results: dict[str, list[Turn]], embedder_name: str, top: int) -> None
 def main() -> None:
     """Run the tuning table."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
+    parser.add_argument("--embedder", default="hashing", choices=["hashing", "onnx", "minilm"])
+    parser.add_argument(
+        "--part", default="all", choices=["all", *PARTS], help="replay only this part's turns"
+    )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--misses", help="print the turns this variant misses")
     args = parser.parse_args()
     with bench_database() as owner_url:
         tenant_id, ids = asyncio.run(_prepare(owner_url, args.embedder))
-        results = asyncio.run(_replay(owner_url, args.embedder, tenant_id, ids))
-    report(results, args.embedder, args.top)
+        results = asyncio.run(_replay(owner_url, args.embedder, tenant_id, ids, args.part))
+    report(results, f"{args.embedder}, part {args.part}", args.top)
     for turn in results.get(args.misses or "", []):
         if turn.recall < 1:
             print(f"{turn.label:<14}{turn.text}  gold={turn.gold} got={turn.ranked}")
