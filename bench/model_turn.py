@@ -62,7 +62,15 @@ JWT_SECRET = "bench-secret-" + "x" * 40
 PASSWORD = "bench password 1"
 EMAIL = "bench@example.com"
 MODEL_FIRST_TOKEN_MS = 300.0
-BEFORE_ANSWER = ("load_history", "triage", "classify", "retrieve", "build_context")
+BEFORE_ANSWER = (
+    "guard_input",
+    "load_history",
+    "resolve_attachments",
+    "triage",
+    "classify",
+    "retrieve",
+    "build_context",
+)
 UNLIMITED = {
     f"THREADLINE_{name}": "0"
     for name in (
