@@ -75,15 +75,19 @@ async def run(
 
     queries, qrels = load_queries(queries_limit)
     configured = FusionSettings.from_settings(settings)
-    # The configured retrieval, and the hybrid as it was before score completion (40
-    # candidates a leg, a document one leg missed counted as its weakest): same run, queries
-    # interleaved, so the latency difference is not the machine's mood.
-    previous = replace(configured, candidates=40, complete_scores=False)
+    # The configured retrieval, and the hybrid with each leg's scores completed (at 40 and
+    # 100 candidates a leg): same run, queries interleaved, so the latency differences are
+    # not the machine's mood.
+    completed = replace(configured, complete_scores=True, method="zscore")
     configurations: dict[str, tuple[tuple[Leg, ...], FusionSettings]] = {
         "dense": (("dense",), configured),
         "lexical": (("lexical",), configured),
         "hybrid": (("dense", "lexical"), configured),
-        "hybrid, before (40, no completion)": (("dense", "lexical"), previous),
+        "hybrid, scores completed, 40": (("dense", "lexical"), replace(completed, candidates=40)),
+        "hybrid, scores completed, 100": (
+            ("dense", "lexical"),
+            replace(completed, candidates=100),
+        ),
     }
     scores: dict[str, list[float]] = defaultdict(list)
     recalls: dict[str, list[float]] = defaultdict(list)

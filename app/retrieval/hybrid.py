@@ -4,9 +4,13 @@ or reciprocal rank).
 Each leg searches each source (the knowledge base, the session's attachments) with one of
 three queries (`app.retrieval.repository`): the nearest chunks by embedding for the dense
 leg; for the lexical leg, BM25 over the knowledge base (term statistics per tenant, kept by
-triggers) and `ts_rank_cd` over attachments, a handful of documents. Under z-score fusion
-each leg then also scores the documents only the other leg brought (`_complete`, two small
-statements by document id), and the legs' candidates are fused (`app.retrieval.fusion`).
+triggers) and `ts_rank_cd` over attachments, a handful of documents. Optionally (z-score
+fusion, `THREADLINE_RETRIEVAL_COMPLETE_SCORES`) each leg then also scores the documents only
+the other leg brought (`_complete`, two small statements by document id); the legs'
+candidates are fused (`app.retrieval.fusion`).
+
+It is over 300 lines because the legs, their score completion and the retriever that runs
+them per query and per source read as one search; split, each part would need the others.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ CitedLoader = Callable[[AsyncSession], Awaitable[Sequence[str]]]
 class FusionSettings:
     """How many candidates each leg brings, how they are fused, how the index is searched."""
 
-    candidates: int = 100
+    candidates: int = 40
     method: FusionMethod = "zscore"
     k: int = 60
     """The reciprocal-rank constant (method `rrf`)."""
@@ -51,9 +55,10 @@ class FusionSettings:
     exact_scan_max_chunks: int = 10_000
     """A knowledge base this small is searched exactly (its rows through the tenant's btree,
     sorted by distance) instead of through the shared HNSW index."""
-    complete_scores: bool = True
+    complete_scores: bool = False
     """z-score fusion: each leg also scores the candidates only the other leg brought
-    (`_complete`), instead of counting them as its weakest candidate."""
+    (`_complete`), instead of counting them as its weakest candidate. Off by default: it
+    lifts SciFact but not the follow-up dev set (ADR 0036, follow-up)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FusionSettings:
@@ -131,7 +136,8 @@ async def _complete(
     Without it, z-score fusion counts a document one leg did not return as that leg's
     weakest candidate, which guesses low for a document just past the leg's cut and high
     for one without a single query word; with it the fusion compares real scores
-    (SciFact dev: +0.004 nDCG@10 at 40 candidates a leg, +0.009 at 100; ADR 0036)."""
+    (SciFact dev, offline replica: +0.004 nDCG@10 at 40 candidates a leg, +0.009 at 100;
+    the follow-up dev set's /chat nDCG@5 falls 0.004 and 0.018: off by default, ADR 0036)."""
     dense, lexical = by_leg["dense"], by_leg["lexical"]
     in_dense = {h.document_key for h in dense}
     in_lexical = {h.document_key for h in lexical}

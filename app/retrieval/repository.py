@@ -6,6 +6,9 @@ all tenants, so a filtered nearest-neighbour search could come back short for a 
 tenant; pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep
 scanning until the filter has let through enough rows, and the query orders the survivors
 exactly. Which query runs for which leg is `app.retrieval.hybrid`'s decision.
+
+It is over 300 lines because every search statement of the retrieval (both legs, their score
+completion, the attachments' rank) lives here, where the SQL-only-in-repositories rule puts it.
 """
 
 from __future__ import annotations

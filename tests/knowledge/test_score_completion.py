@@ -71,12 +71,12 @@ async def test_each_leg_scores_the_other_legs_candidates(
     repository = SearchRepository(db, tenant_id)
     [vector] = await configured.embedder.embed([query_input(QUERY)])
     everything = await repository.nearest(KB, vector, limit=100, exact=True, attachment_ids=())
-    nearest = {}
+    nearest: dict[str, float] = {}
     for hit in everything:
         nearest.setdefault(hit.document_key, hit.passage.score)
     for hit in after["dense"]:
         assert hit.passage.score == pytest.approx(nearest[hit.document_key], abs=1e-6)
-    bm25 = {}
+    bm25: dict[str, float] = {}
     for hit in await repository.bm25(QUERY, limit=100, title_weight=narrow.title_weight):
         bm25.setdefault(hit.document_key, hit.passage.score)
     for hit in after["lexical"]:
