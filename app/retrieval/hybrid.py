@@ -154,7 +154,7 @@ async def _complete(
             )
         else:
             lexical += await search.repository.text_ranked(
-                source, search.query, limit=len(only_dense), attachment_ids=only_dense
+                source, search.query, limit=None, attachment_ids=only_dense
             )
     # A candidate without one of the question's words scores 0 in the lexical leg (with its
     # nearest chunk standing for it) rather than being left out.

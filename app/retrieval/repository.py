@@ -282,9 +282,15 @@ class SearchRepository:
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
     async def text_ranked(
-        self, source: Source, query: str, *, limit: int, attachment_ids: Sequence[uuid.UUID]
+        self,
+        source: Source,
+        query: str,
+        *,
+        limit: int | None,
+        attachment_ids: Sequence[uuid.UUID],
     ) -> list[Hit]:
-        """The chunks of `source` matching `query`, best `ts_rank_cd` first."""
+        """The chunks of `source` matching `query`, best `ts_rank_cd` first (`limit` None:
+        all of them)."""
         chunk, parent = source.chunk, source.parent
         tsquery = _or_query(query)
         score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)

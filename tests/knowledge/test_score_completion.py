@@ -106,3 +106,37 @@ async def test_bm25_and_similarities_keep_to_the_documents_asked_for(
     exact = await repository.nearest(KB, vector, limit=100, exact=True, attachment_ids=())
     best = next(hit for hit in exact if hit.passage.source_id == str(wanted))
     assert near[0].passage.score == pytest.approx(best.passage.score, abs=1e-6)
+
+
+async def test_attachments_are_completed_too(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    attachments = []
+    for title, text in DOCUMENTS:
+        response = await client.post(
+            "/attachments",
+            files={"file": (f"{title.lower().replace(' ', '-')}.txt", text.encode())},
+            headers=admin.headers,
+        )
+        assert response.status_code == 201, response.text
+        attachments.append(uuid.UUID(response.json()["id"]))
+    await app.state.resources.jobs.drain()
+    await scope_to_tenant(db, tenant.id)
+    configured: HybridRetriever = app.state.resources.retriever
+    narrow = replace(configured.settings, candidates=2, method="zscore")
+    plain = HybridRetriever(configured.embedder, replace(narrow, complete_scores=False))
+    completed = HybridRetriever(configured.embedder, replace(narrow, complete_scores=True))
+
+    (before,) = await plain.query_legs(
+        db, tenant.id, [QUERY], attachment_ids=attachments, knowledge_base=False
+    )
+    (after,) = await completed.query_legs(
+        db, tenant.id, [QUERY], attachment_ids=attachments, knowledge_base=False
+    )
+    assert _documents(before["dense"]) != _documents(before["lexical"])
+    union = _documents(before["dense"]) | _documents(before["lexical"])
+    assert _documents(after["dense"]) == union
+    assert _documents(after["lexical"]) == union
+    assert all(hit.passage.kind == "attachment" for hit in after["lexical"])
