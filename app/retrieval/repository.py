@@ -6,6 +6,9 @@ all tenants, so a filtered nearest-neighbour search could come back short for a 
 tenant; pgvector 0.8's iterative index scans (`hnsw.iterative_scan = relaxed_order`) keep
 scanning until the filter has let through enough rows, and the query orders the survivors
 exactly. Which query runs for which leg is `app.retrieval.hybrid`'s decision.
+
+It is over 300 lines because every search statement of the retrieval (both legs, their score
+completion, the attachments' rank) lives here, where the SQL-only-in-repositories rule puts it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Float, cast, exists, func, literal, select, text
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
@@ -48,6 +52,8 @@ _BM25 = text(
       JOIN kb_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id
       WHERE c.tenant_id = :tenant AND d.status = 'ready'
         AND c.tsv @@ websearch_to_tsquery('english', :words)
+        AND (CAST(:documents AS uuid[]) IS NULL
+             OR c.document_id = ANY(CAST(:documents AS uuid[])))
     )
     SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
            sum(idf.idf * u.tf * (:k1 + 1)
@@ -218,10 +224,18 @@ class SearchRepository:
         )
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
-    async def bm25(self, query: str, *, limit: int, title_weight: float = 1.0) -> list[Hit]:
+    async def bm25(
+        self,
+        query: str,
+        *,
+        limit: int | None,
+        title_weight: float = 1.0,
+        document_ids: Sequence[uuid.UUID] | None = None,
+    ) -> list[Hit]:
         """The knowledge base's chunks matching `query`, scored by BM25 from the per-tenant
         term statistics (migration 0010) rather than ts_rank, which has no notion of rarity;
-        a word of the title counts `title_weight` times a word of the text."""
+        a word of the title counts `title_weight` times a word of the text. `document_ids`:
+        only these documents' chunks (the fusion's score completion); `limit` None: all."""
         rows = (
             await self.db.execute(
                 _BM25,
@@ -233,15 +247,50 @@ class SearchRepository:
                     "b": BM25_B,
                     "title_weight": title_weight,
                     "limit": limit,
+                    "documents": None if document_ids is None else list(document_ids),
                 },
             )
         ).all()
         return _hits("kb", rows)
 
-    async def text_ranked(
-        self, source: Source, query: str, *, limit: int, attachment_ids: Sequence[uuid.UUID]
+    async def similarities(
+        self, source: Source, vector: list[float], parent_ids: Sequence[uuid.UUID]
     ) -> list[Hit]:
-        """The chunks of `source` matching `query`, best `ts_rank_cd` first."""
+        """Each of these documents (or attachments) of `source` by its chunk nearest to
+        `vector` (cosine): the dense score of candidates only the lexical leg brought."""
+        chunk, parent, tenant_id = source.chunk, source.parent, self.tenant_id
+        distance = chunk.embedding.cosine_distance(vector)
+        statement = (
+            select(
+                chunk.id,
+                source.parent_id.label("parent_id"),
+                source.title.label("title"),
+                source.external_id.label("external_id"),
+                chunk.text,
+                (1 - distance).label("score"),
+            )
+            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
+            .where(
+                chunk.tenant_id == tenant_id,
+                chunk.embedding.is_not(None),
+                source.ready,
+                source.parent_id.in_(list(parent_ids)),
+            )
+            .ext(distinct_on(source.parent_id))  # one row a document: its nearest chunk
+            .order_by(source.parent_id, distance)
+        )
+        return _hits(source.kind, (await self.db.execute(statement)).all())
+
+    async def text_ranked(
+        self,
+        source: Source,
+        query: str,
+        *,
+        limit: int | None,
+        attachment_ids: Sequence[uuid.UUID],
+    ) -> list[Hit]:
+        """The chunks of `source` matching `query`, best `ts_rank_cd` first (`limit` None:
+        all of them)."""
         chunk, parent = source.chunk, source.parent
         tsquery = _or_query(query)
         score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
