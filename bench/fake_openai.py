@@ -58,12 +58,7 @@ class FakeOpenAI:
         if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
         request: dict[str, Any] = json.loads(raw or b"{}")
         model = str(request.get("model", "fake"))
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request["messages"])
@@ -140,6 +135,16 @@ async def stream_completion(
     if usage is not None:
         await chunk({"choices": [], "usage": usage})
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, however many messages the server splits it into."""
+    raw = b""
+    while True:
+        message = await receive()
+        raw += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return raw
 
 
 async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:

@@ -26,7 +26,16 @@ from typing import Any
 
 import tiktoken
 
-from bench.fake_openai import Receive, Scope, Send, _json, _lifespan, completion, stream_completion
+from bench.fake_openai import (
+    Receive,
+    Scope,
+    Send,
+    _json,
+    _lifespan,
+    completion,
+    read_body,
+    stream_completion,
+)
 
 FIRST_TOKEN_S = 0.3
 TOKENS_PER_S = 50.0
@@ -144,12 +153,7 @@ class ShapedOpenAI:
         if scope["method"] != "POST" or not path.endswith("/chat/completions"):
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
         # The model's 300 ms run from the request's arrival: this fake's own bookkeeping below
         # (parsing, counting the prompt's tokens) is not the app's time before the first token.
         started = time.monotonic()
