@@ -8,7 +8,7 @@ import re
 
 from langchain_core.messages import BaseMessage
 
-from app.graph.summary import OMITTED, fold_by_rules
+from app.graph.summary import OMITTED, appended, fold_by_rules
 from app.graph.summary_job import fold
 from app.llm.responder import ChatModelResponder
 from app.llm.tokens import count_tokens
@@ -59,8 +59,10 @@ async def test_a_fold_with_room_appends_and_keeps_the_summary_as_its_start() -> 
 async def test_a_full_summary_is_merged_into_half_the_cap() -> None:
     model = ScriptedChatModel(reply=summariser)
     responder = ChatModelResponder(model, "fake")
-    full = "\n".join(f"- line {i} about policy {i} and its many conditions" for i in range(14))
-    assert CAP - count_tokens(full) < CAP // 4  # no room for an addition
+    full = ""
+    while CAP - count_tokens(full) >= CAP // 4:  # filled until an addition has no room
+        i = full.count("\n") + bool(full)
+        full = appended(full, f"- line {i} about policy {i} and its many conditions")
     merged = await fold(responder, full, turns(20, 5), CAP)
     assert merged.startswith("Merged: ")
     assert "policy 0" in merged and "policy 24" in merged
