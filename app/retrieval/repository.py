@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Float, cast, exists, func, literal, select, text
+from sqlalchemy import ColumnElement, Float, Select, cast, exists, func, literal, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -258,18 +258,10 @@ class SearchRepository:
     ) -> list[Hit]:
         """Each of these documents (or attachments) of `source` by its chunk nearest to
         `vector` (cosine): the dense score of candidates only the lexical leg brought."""
-        chunk, parent, tenant_id = source.chunk, source.parent, self.tenant_id
+        chunk, tenant_id = source.chunk, self.tenant_id
         distance = chunk.embedding.cosine_distance(vector)
         statement = (
-            select(
-                chunk.id,
-                source.parent_id.label("parent_id"),
-                source.title.label("title"),
-                source.external_id.label("external_id"),
-                chunk.text,
-                (1 - distance).label("score"),
-            )
-            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
+            _scored_chunks(source, 1 - distance)
             .where(
                 chunk.tenant_id == tenant_id,
                 chunk.embedding.is_not(None),
@@ -291,19 +283,11 @@ class SearchRepository:
     ) -> list[Hit]:
         """The chunks of `source` matching `query`, best `ts_rank_cd` first (`limit` None:
         all of them)."""
-        chunk, parent = source.chunk, source.parent
+        chunk = source.chunk
         tsquery = _or_query(query)
         score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
         statement = (
-            select(
-                chunk.id,
-                source.parent_id.label("parent_id"),
-                source.title.label("title"),
-                source.external_id.label("external_id"),
-                chunk.text,
-                score.label("score"),
-            )
-            .join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
+            _scored_chunks(source, score)
             .where(chunk.tenant_id == self.tenant_id, source.ready, chunk.tsv.op("@@")(tsquery))
             .order_by(score.desc())
             .limit(limit)
@@ -311,6 +295,20 @@ class SearchRepository:
         if source.kind == "attachment":
             statement = statement.where(source.parent_id.in_(list(attachment_ids)))
         return _hits(source.kind, (await self.db.execute(statement)).all())
+
+
+def _scored_chunks(source: Source, score: ColumnElement[float]) -> Select[Any]:
+    """A passage's columns (chunk, its document's id, title and external id, text) with
+    `score`, the chunk joined to its document."""
+    chunk, parent = source.chunk, source.parent
+    return select(
+        chunk.id,
+        source.parent_id.label("parent_id"),
+        source.title.label("title"),
+        source.external_id.label("external_id"),
+        chunk.text,
+        score.label("score"),
+    ).join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
 
 
 async def has_ready_documents(db: AsyncSession, tenant_id: uuid.UUID) -> bool:
