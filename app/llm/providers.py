@@ -35,6 +35,8 @@ def build_responder(settings: Settings, *, model: str | None = None) -> Responde
     if settings.llm in ("openai", "openai-compatible"):
         from langchain_openai import ChatOpenAI
 
+        from app.llm.openai_messages import PlainMessageCompletions
+
         if settings.llm == "openai-compatible" and not settings.openai_base_url:
             raise ProviderConfigError("THREADLINE_LLM=openai-compatible needs OPENAI_BASE_URL")
         if settings.llm == "openai" and settings.openai_api_key is None:
@@ -50,6 +52,7 @@ def build_responder(settings: Settings, *, model: str | None = None) -> Responde
             stream_usage=True,
             max_retries=2,
         )
+        chat.async_client = PlainMessageCompletions(chat.root_async_client)
         return ChatModelResponder(chat, model)
     from langchain_anthropic import ChatAnthropic
 
