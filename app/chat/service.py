@@ -30,6 +30,7 @@ from app.chat.streaming.resume import Settle, check_resumable, resumed_stream
 from app.chat.streaming.run import Finisher, event_stream
 from app.chat.streaming.sse import format_event
 from app.config import Settings
+from app.embeddings.base import prefetch
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.observability import metrics
 from app.turns.repository import TurnRepository
@@ -194,6 +195,10 @@ class ChatService:
             async with self.runner.context.transaction(tenant_id) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 await limiter.admit(tenant_id, principal.user_id, limits)
+                # Admitted: the question's embedding (the injection check's, then retrieval's)
+                # runs on the model's threads while the turn is recorded and the graph starts.
+                # Not earlier, so a refused request costs no model time.
+                prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
                 if opening is not None:
                     await opening(db)
                 # The claim's key and fingerprint go with the turn: whoever finishes it if its
