@@ -30,8 +30,8 @@ from app.chat.streaming.resume import Settle, check_resumable, resumed_stream
 from app.chat.streaming.run import Finisher, event_stream
 from app.chat.streaming.sse import format_event
 from app.config import Settings
-from app.embeddings.base import prefetch
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.embeddings.base import prefetch
 from app.observability import metrics
 from app.turns.repository import TurnRepository
 
