@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -120,6 +120,26 @@ async def _lexical(search: _Search, source: Source) -> list[Hit]:
 _LEGS = {"dense": _dense, "lexical": _lexical}
 
 
+def _retrieve_outcome(future: asyncio.Future[Any]) -> None:
+    """Mark a background embedding's failure as seen: the search that needed it re-raises it;
+    one that did not (the dense leg dropped) must not log "exception never retrieved"."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _background(
+    vectors: Awaitable[Sequence[list[float]]],
+) -> asyncio.Future[Sequence[list[float]]]:
+    """Query vectors being computed (or awaited) while the search goes on."""
+    future = asyncio.ensure_future(vectors)
+    future.add_done_callback(_retrieve_outcome)
+    return future
+
+
+async def _ready(vectors: Sequence[list[float]]) -> Sequence[list[float]]:
+    return vectors
+
+
 def _missing(hits: Sequence[Hit], kind: str, present: set[str]) -> list[uuid.UUID]:
     """The documents of `kind` among `hits` that are not in `present` (document keys)."""
     keys = dict.fromkeys(h.document_key for h in hits if h.passage.kind == kind)
@@ -205,12 +225,16 @@ class HybridRetriever:
         tenant), all at once: a turn's extra queries then cost about one search's time,
         not one each."""
         used = [q for q in queries if q.weight > 0]
-        vectors = await self.embedder.embed([query_input(q.text) for q in used])  # one batch
+        # One batch, run while each query's search is prepared and its lexical leg runs.
+        embedding = _background(self.embedder.embed([query_input(q.text) for q in used]))
 
-        async def legs(text: str, vector: list[float]) -> dict[str, list[Hit]]:
+        async def vector(index: int) -> list[list[float]]:
+            return [(await embedding)[index]]
+
+        async def legs(index: int, text: str) -> dict[str, list[Hit]]:
             async with transaction() as db:
                 (by_leg,) = await self.query_legs(
-                    db, tenant_id, [text], attachment_ids=attachment_ids, vectors=[vector]
+                    db, tenant_id, [text], attachment_ids=attachment_ids, vectors=vector(index)
                 )
             return by_leg
 
@@ -221,9 +245,7 @@ class HybridRetriever:
                 return await cited(db)
 
         cited_task = asyncio.ensure_future(citations())
-        per_query = await asyncio.gather(
-            *(legs(q.text, v) for q, v in zip(used, vectors, strict=True))
-        )
+        per_query = await asyncio.gather(*(legs(i, q.text) for i, q in enumerate(used)))
         cited_ids = list(await cited_task)
         return fuse_queries(
             {q.name: by_leg for q, by_leg in zip(used, per_query, strict=True)},
@@ -278,12 +300,22 @@ class HybridRetriever:
         attachment_ids: Sequence[uuid.UUID] = (),
         knowledge_base: bool = True,
         legs: Sequence[Leg] = ("dense", "lexical"),
-        vectors: Sequence[list[float]] | None = None,
+        vectors: Sequence[list[float]] | Awaitable[Sequence[list[float]]] | None = None,
     ) -> list[dict[str, list[Hit]]]:
         """Each query's candidates per leg, best first, unfused: the queries are embedded in
-        one call (unless their `vectors` are given) and share one preparation of the search."""
+        one call (unless their `vectors`, or an awaitable of them, are given) and share one
+        preparation of the search.
+
+        The embedding runs while the search is prepared and each query's lexical leg runs:
+        only the dense leg waits for it (a turn's history query is still being embedded when
+        retrieval starts)."""
         settings = self.settings
         repository = SearchRepository(db, tenant_id)
+        embedding = None
+        if "dense" in legs:
+            if vectors is None:
+                vectors = self.embedder.embed([query_input(q) for q in queries])
+            embedding = _background(vectors if isinstance(vectors, Awaitable) else _ready(vectors))
         kb_chunks, model = await repository.prepare(ef_search=settings.ef_search)
         if model is not None and model != self.embedder.name and "dense" in legs:
             # `threadline reindex` switched the stored vectors to another model: this
@@ -295,29 +327,28 @@ class HybridRetriever:
                 self.embedder.name,
             )
             legs = [leg for leg in legs if leg != "dense"]
-        if "dense" not in legs:
-            vectors = []
-        elif vectors is None:
-            vectors = await self.embedder.embed([query_input(q) for q in queries])
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
         per_query: list[dict[str, list[Hit]]] = []
         for index, query in enumerate(queries):
             search = _Search(
                 repository=repository,
                 query=query,
-                vector=vectors[index] if vectors else None,
+                vector=None,
                 attachment_ids=attachment_ids,
                 exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
                 limit=settings.candidates,
                 title_weight=settings.title_weight,
             )
-            by_leg: dict[str, list[Hit]] = {}
-            for leg in legs:
+            found: dict[str, list[Hit]] = {}
+            for leg in sorted(legs, key=lambda leg: leg != "lexical"):  # the lexical leg first
+                if leg == "dense" and embedding is not None:
+                    search = replace(search, vector=list((await embedding)[index]))
                 hits: list[Hit] = []
                 for source in sources:
                     hits += await _LEGS[leg](search, source)
                 hits.sort(key=lambda h: -h.passage.score)
-                by_leg[leg] = hits[: settings.candidates]
+                found[leg] = hits[: settings.candidates]
+            by_leg: dict[str, list[Hit]] = {leg: found[leg] for leg in legs}  # as asked for
             if settings.complete_scores and settings.method == "zscore" and len(by_leg) == 2:
                 await _complete(search, sources, by_leg)
             per_query.append(by_leg)

@@ -19,7 +19,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Float, Select, cast, exists, func, literal, select, text
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    bindparam,
+    cast,
+    exists,
+    func,
+    literal,
+    select,
+    text,
+)
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -188,41 +201,13 @@ class SearchRepository:
     ) -> list[Hit]:
         """The `limit` chunks of `source` nearest to `vector` (cosine), nearest first.
         `exact`: scan the tenant's rows and sort, instead of the shared HNSW index."""
-        chunk, parent, tenant_id = source.chunk, source.parent, self.tenant_id
-        # Nearest chunks first, from the chunk table alone (the shape the HNSW index serves,
-        # iterative scans included); documents and text joined to the few found.
-        distance = chunk.embedding.cosine_distance(vector)
-        if exact:
-            # `+ 0` hides the distance from the HNSW index, so the planner takes the btree
-            # and sorts.
-            distance = distance + 0
-        nearest_query = select(
-            chunk.id.label("id"),
-            source.parent_id.label("parent_id"),
-            distance.label("distance"),
-        ).where(chunk.tenant_id == tenant_id, chunk.embedding.is_not(None))
+        params: dict[str, Any] = {"tenant": self.tenant_id, "vector": vector, "limit": limit}
         if source.kind == "attachment":
-            nearest_query = nearest_query.where(source.parent_id.in_(list(attachment_ids)))
-        nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
-            "MATERIALIZED"
-        )
-        statement = (
-            select(
-                chunk.id,
-                nearest.c.parent_id,
-                source.title.label("title"),
-                source.external_id.label("external_id"),
-                chunk.text,
-                (1 - nearest.c.distance).label("score"),
-            )
-            .select_from(nearest)
-            .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
-            .join(parent, (parent.tenant_id == tenant_id) & (parent.id == nearest.c.parent_id))
-            .where(source.ready)
-            .order_by(nearest.c.distance)
-            .limit(limit)
-        )
-        return _hits(source.kind, (await self.db.execute(statement)).all())
+            params["attachments"] = list(attachment_ids)
+        statement = _NEAREST.get((source.kind, exact))
+        if statement is None:
+            statement = _NEAREST[source.kind, exact] = _nearest_statement(source, exact)
+        return _hits(source.kind, (await self.db.execute(statement, params)).all())
 
     async def bm25(
         self,
@@ -295,6 +280,53 @@ class SearchRepository:
         if source.kind == "attachment":
             statement = statement.where(source.parent_id.in_(list(attachment_ids)))
         return _hits(source.kind, (await self.db.execute(statement)).all())
+
+
+_NEAREST: dict[tuple[str, bool], Select[Any]] = {}
+
+
+def _nearest_statement(source: Source, exact: bool) -> Select[Any]:
+    """`nearest`'s statement, built once per source and scan (a statement is ~1 ms of Python
+    to build, on the first token's path); `tenant`, `vector`, `limit` and, for attachments,
+    `attachments` are its parameters."""
+    chunk, parent = source.chunk, source.parent
+    tenant_id: BindParameter[uuid.UUID] = bindparam("tenant")
+    # Nearest chunks first, from the chunk table alone (the shape the HNSW index serves,
+    # iterative scans included); documents and text joined to the few found.
+    distance = chunk.embedding.cosine_distance(bindparam("vector"))
+    if exact:
+        # `+ 0` hides the distance from the HNSW index, so the planner takes the btree
+        # and sorts.
+        distance = distance + 0
+    nearest_query = select(
+        chunk.id.label("id"),
+        source.parent_id.label("parent_id"),
+        distance.label("distance"),
+    ).where(chunk.tenant_id == tenant_id, chunk.embedding.is_not(None))
+    if source.kind == "attachment":
+        nearest_query = nearest_query.where(
+            source.parent_id.in_(bindparam("attachments", expanding=True))
+        )
+    limit = bindparam("limit", type_=Integer)
+    nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
+        "MATERIALIZED"
+    )
+    return (
+        select(
+            chunk.id,
+            nearest.c.parent_id,
+            source.title.label("title"),
+            source.external_id.label("external_id"),
+            chunk.text,
+            (1 - nearest.c.distance).label("score"),
+        )
+        .select_from(nearest)
+        .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
+        .join(parent, (parent.tenant_id == tenant_id) & (parent.id == nearest.c.parent_id))
+        .where(source.ready)
+        .order_by(nearest.c.distance)
+        .limit(limit)
+    )
 
 
 def _scored_chunks(source: Source, score: ColumnElement[float]) -> Select[Any]:

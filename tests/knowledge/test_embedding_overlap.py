@@ -1,0 +1,125 @@
+"""A search does not wait for its query's embedding to start: the search is prepared and the
+lexical leg runs while the vector is computed; only the dense leg waits for it
+(app/retrieval/hybrid.py `query_legs`). A turn's history query is still being embedded when
+retrieval starts, so this is time off the first token."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.db import scope_to_tenant
+from app.embeddings.base import Embedder
+from app.retrieval.base import Hit
+from app.retrieval.hybrid import HybridRetriever
+from app.retrieval.multi_query import WeightedQuery
+from app.retrieval.repository import SearchRepository
+from tests.factories import login, make_tenant, make_user
+
+pytestmark = pytest.mark.committed
+
+DOCUMENTS = [
+    ("Refunds", "A laptop bought in the shop is refunded within thirty days."),
+    ("Holidays", "Staff take twenty-five days of leave each year."),
+]
+
+
+class HeldEmbedder:
+    """The app's embedder, holding every call until `release` is set; records what ran
+    while it was held."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.max_input_tokens = inner.max_input_tokens
+        self.release = asyncio.Event()
+        self.waiting = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.waiting += 1
+        await self.release.wait()
+        return await self.inner.embed(texts)
+
+
+async def _tenant(app: FastAPI, client: httpx.AsyncClient, db: AsyncSession) -> uuid.UUID:
+    tenant = await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    for title, text in DOCUMENTS:
+        accepted = await client.post(
+            "/kb/documents", json={"title": title, "text": text}, headers=admin.headers
+        )
+        assert accepted.status_code == 202, accepted.text
+    await app.state.resources.jobs.drain()
+    await scope_to_tenant(db, tenant.id)
+    return tenant.id
+
+
+async def test_the_lexical_leg_runs_while_the_query_is_embedded(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant_id = await _tenant(app, client, db)
+    configured: HybridRetriever = app.state.resources.retriever
+    held = HeldEmbedder(configured.embedder)
+    retriever = HybridRetriever(held, configured.settings)
+    lexical_done = asyncio.Event()
+    bm25 = SearchRepository.bm25
+
+    async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
+        hits = await bm25(self, query, **kwargs)
+        assert not held.release.is_set(), "the lexical leg waited for the embedding"
+        lexical_done.set()
+        return hits
+
+    monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
+    search = asyncio.ensure_future(retriever.query_legs(db, tenant_id, ["laptop refunded"]))
+    await asyncio.wait_for(lexical_done.wait(), 10)
+    assert held.waiting == 1 and not search.done()  # the dense leg waits for the vector
+    held.release.set()
+    (by_leg,) = await asyncio.wait_for(search, 10)
+    assert list(by_leg) == ["dense", "lexical"]
+    assert by_leg["dense"] and by_leg["lexical"][0].passage.title == "Refunds"
+
+
+async def test_several_queries_share_one_embedding_and_search_meanwhile(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant_id = await _tenant(app, client, db)
+    configured: HybridRetriever = app.state.resources.retriever
+    held = HeldEmbedder(configured.embedder)
+    retriever = HybridRetriever(held, configured.settings)
+    context = app.state.resources.turn_context
+    searched: list[str] = []
+    bm25 = SearchRepository.bm25
+
+    async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
+        searched.append(query)
+        return await bm25(self, query, **kwargs)
+
+    monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
+    queries = [
+        WeightedQuery("question", "is it refunded", 1.0),
+        WeightedQuery("history", "laptop is it refunded", 0.5),
+    ]
+    search = asyncio.ensure_future(
+        retriever.search_queries(
+            lambda: context.transaction(tenant_id), tenant_id, queries, attachment_ids=[], k=2
+        )
+    )
+    for _ in range(100):  # bounded: 10 s
+        if len(searched) == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert sorted(searched) == sorted(q.text for q in queries)  # both lexical legs ran
+    assert held.waiting == 1 and not search.done()  # one batch for both queries, still held
+    held.release.set()
+    result = await asyncio.wait_for(search, 10)
+    assert result.hits[0].passage.title == "Refunds"
+    assert set(result.contributions[result.hits[0].passage.id]) == {"question", "history"}
