@@ -81,11 +81,11 @@ async def authenticate(
         )
         if found is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
-        user, revoked_at = found
+        identity, revoked_at = found
         if revoked_at is not None:
             raise Unauthorized("This session was signed out.", code="token_revoked")
         principal = Principal(
-            user.id, claims.tenant_id, user.email, user.role, "token", claims.family
+            identity.id, claims.tenant_id, identity.email, identity.role, "token", claims.family
         )
     else:
         raise Unauthorized("Authentication required: send a bearer token or an X-API-Key.")
