@@ -262,6 +262,12 @@ class Figures:
     """Time to first token beyond the model's 300 ms, turns with no rewrite."""
     ttft_rewrite_ms: list[float]
     """The same, turns whose follow-up was rewritten by the model first."""
+    to_model_ms: list[float]
+    """Turns without a rewrite: from the request's start to the model request's arrival (the
+    app's work before the model)."""
+    from_model_ms: list[float]
+    """The same turns: the rest of their time beyond the model's, after its first token (the
+    answer's way back to the client)."""
     own_ms: list[float]
     """Every turn's time to first token minus the model calls it waited for (the answer's
     first 300 ms, a rewrite, an in-turn summary): the app's own work before the first token."""
@@ -286,6 +292,8 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
     plain_ttft: list[float] = []
     rewrite_ttft: list[float] = []
     own_ms: list[float] = []
+    to_model_ms: list[float] = []
+    from_model_ms: list[float] = []
     for turn in turns:
         window = [
             r
@@ -300,6 +308,10 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         beyond = (turn.first_token - turn.started) * 1000 - MODEL_FIRST_TOKEN_MS
         rewritten = any(r["kind"] == "rewrite" for r in before)
         (rewrite_ttft if rewritten else plain_ttft).append(beyond)
+        answered = [r for r in window if r["kind"] == "answer"]
+        if not rewritten and answered:
+            to_model_ms.append((answered[0]["arrived"] - turn.started) * 1000)
+            from_model_ms.append(beyond - to_model_ms[-1])
         waited_ms = sum((r["finished"] - r["arrived"]) * 1000 for r in before)
         own_ms.append(beyond - waited_ms)
     answers: dict[str, list[dict[str, Any]]] = {}
@@ -322,6 +334,8 @@ def figures(turns: list[Turn], records: list[dict[str, Any]]) -> Figures:
         ttft_plain_ms=plain_ttft,
         ttft_rewrite_ms=rewrite_ttft,
         own_ms=own_ms,
+        to_model_ms=to_model_ms,
+        from_model_ms=from_model_ms,
         node_p50_ms={
             node: statistics.median(t.done.get("node_ms", {}).get(node, 0.0) for t in turns)
             for node in BEFORE_ANSWER
@@ -353,6 +367,13 @@ def report(label: str, sessions: int, f: Figures) -> None:
         f"    first token beyond the model's 300 ms  p50 {statistics.median(plain):.1f} ms   "
         f"p95 {percentile(plain, 95):.1f} ms   (n={len(plain)}, turns without a rewrite)"
     )
+    if f.to_model_ms:
+        back = f.from_model_ms
+        print(
+            f"      until the model's request arrives  p50 {statistics.median(f.to_model_ms):.1f}"
+            f" ms   p95 {percentile(f.to_model_ms, 95):.1f} ms; after its first token p50 "
+            f"{statistics.median(back):.1f} ms   p95 {percentile(back, 95):.1f} ms"
+        )
     if rewritten:
         print(
             f"      turns with a follow-up rewrite    p50 {statistics.median(rewritten):.1f} ms"
