@@ -1,6 +1,8 @@
 """Follow-up questions: detect them, and rewrite them into standalone retrieval queries.
 
 "Tell me more about that one" cannot be searched for; "refund policy for damaged goods" can.
+A question leans on the conversation when it refers back (a pronoun, an ordinal, a
+correction, a return after a digression) or names nothing of its own ("What's the price?").
 Rules work without a language model; with one, it writes the rewrite and the rules remain
 the fallback.
 """
@@ -137,7 +139,8 @@ def fold(word: str) -> str:
 def said_words(text: str) -> frozenset[str]:
     """The folded content words of a turn's text. Cached: every later turn of the session
     reads the same earlier turns again (the thread, the return's look back), and a long
-    answer is the costly part; a few dozen entries cover the turns of the sessions in flight."""
+    answer is the costly part. A miss (many sessions at once) costs only the reading the
+    code did on every call before the cache."""
     return frozenset(fold(w) for w in content_words(text))
 
 
