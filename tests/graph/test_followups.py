@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from app.graph.followups import is_follow_up, keep_user_words, rewrite_by_rules
+from app.core.text import content_words
+from app.graph.followups import (
+    is_follow_up,
+    is_return,
+    keep_user_words,
+    names_nothing,
+    returns_to,
+    rewrite_by_rules,
+)
 from app.turns.types import HistoryTurn
 
 
@@ -79,3 +87,71 @@ def test_a_model_rewrite_gets_back_the_words_it_dropped() -> None:
 )
 def test_corrections_and_personal_pronouns_lean_on_the_conversation(query: str) -> None:
     assert is_follow_up(query, [REFUND])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What's the price?",
+        "What\u2019s the fee?",
+        "What happens at the end?",
+        "For how long?",
+        "What do I have to do first?",
+        "How many days do I have?",
+    ],
+)
+def test_a_question_that_names_nothing_leans_on_the_conversation(query: str) -> None:
+    assert names_nothing(content_words(query.replace("\u2019", "'")))
+    assert is_follow_up(query, [PRODUCTS])
+    assert not is_follow_up(query, [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What's the price of the Aurora X15?",
+        "How long is the Danube?",
+        "When are invoices due?",
+        "What changes once I turn 70?",
+        "How often should API keys be rotated?",
+    ],
+)
+def test_a_question_that_names_something_reads_on_its_own(query: str) -> None:
+    assert not names_nothing(content_words(query))
+    assert not is_follow_up(query, [PRODUCTS])
+
+
+GARDENS = turn(
+    "Did the Hanging Gardens of Babylon really exist?",
+    "One of the Seven Wonders of the Ancient World; no trace of them was found [1].",
+)
+BUILT = turn("Who is said to have built them?", "Nebuchadnezzar II, by tradition [1].")
+DANUBE = turn("How long is the Danube?", "About 2,850 km, through ten countries [1].")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Going back to the wonder, who were they made for?", True),
+        ("Back to the card: does it have an annual fee?", True),
+        ("OK, returning to the panels: what about the garden?", True),
+        ("Earlier you said the fee is waived; for how long?", True),
+        ("Can I send the parcel back to the shop?", False),
+        ("What is the process for returning to work after leave?", False),
+    ],
+)
+def test_a_return_to_an_earlier_topic(query: str, expected: bool) -> None:
+    assert is_return(query) is expected
+
+
+def test_a_return_goes_back_to_the_turn_it_names_past_the_digression() -> None:
+    history = [GARDENS, BUILT, DANUBE]
+    assert returns_to("Going back to the wonder, who were they made for?", history) == 0
+    # Naming nothing the earlier turns said, it goes back to the turn before the digression.
+    assert returns_to("Going back to that, who paid for it?", history) == 1
+    assert returns_to("How long is the Rhine?", history) is None
+    assert returns_to("Going back to the wonder, who were they made for?", [GARDENS]) is None
+    rewritten = rewrite_by_rules("Going back to the wonder, who were they made for?", history)
+    assert "Babylon" in rewritten
+    assert "Danube" not in rewritten
+    assert rewritten.endswith("Going back to the wonder, who were they made for?")

@@ -7,9 +7,11 @@ from app.graph.query_plan import (
     WEIGHTING,
     cited_weight,
     depends_on_history,
+    history_query,
     history_weight,
     plan_queries,
     relatedness,
+    thread,
     thread_length,
 )
 from app.retrieval.base import Hit, Passage
@@ -89,6 +91,50 @@ def test_the_history_query_follows_a_thread_of_follow_ups_but_not_past_a_switch(
     related = relatedness("And when did he die?", thread)
     history = plan_queries("And when did he die?", thread, related)[1]
     assert "Beethoven" in history.text and "teacher" in history.text
+
+
+def test_a_question_that_names_nothing_weighs_the_history_query_fully() -> None:
+    related = relatedness("What's the price?", [PASSPORT])
+    assert related.cue and related.overlap == 0
+    assert depends_on_history(related)
+    assert history_weight(related) == WEIGHTING.cap
+    # The same words about something named read on their own.
+    named = relatedness("What's the price of a fishing licence?", [PASSPORT])
+    assert not named.cue and history_weight(named) == WEIGHTING.base
+
+
+GARDENS = turn(
+    "Did the Hanging Gardens of Babylon really exist?",
+    "One of the Seven Wonders of the Ancient World; no trace of them was found [1].",
+)
+BUILT = turn("Who is said to have built them?", "Nebuchadnezzar II, by tradition [1].")
+DANUBE = turn("How long is the Danube?", "About 2,850 km, through ten countries [1].")
+RETURN = "Going back to the wonder, who were they made for?"
+
+
+def test_a_return_after_a_digression_borrows_the_thread_it_returns_to() -> None:
+    history = [GARDENS, BUILT, DANUBE]
+    related = relatedness(RETURN, history)
+    assert related.returning and related.cue
+    assert related.overlap > 0  # "wonder" was said in the turn returned to, not the last
+    assert relatedness(RETURN, history).as_dict()["returning"] is True
+    text = history_query(RETURN, history)
+    assert "Babylon" in text and "built" in text
+    assert "Danube" not in text
+    assert text.endswith(RETURN)
+    # What the digression's answer cited is not lifted.
+    assert cited_weight(related) == 0
+    assert cited_weight(relatedness("Who is said to have built them?", [GARDENS])) > 0
+
+
+def test_the_thread_continues_past_a_digression_it_returned_from() -> None:
+    history = [GARDENS, BUILT, DANUBE, turn(RETURN)]
+    assert thread(history) == [3, 1, 0]
+    assert thread_length(history) == 3
+    text = history_query("And when were they destroyed?", history)
+    assert "Babylon" in text and "Danube" not in text
+    # Without the return the digression ends the thread.
+    assert thread([GARDENS, BUILT, DANUBE]) == [2]
 
 
 def test_a_history_query_of_weight_zero_changes_nothing() -> None:
