@@ -32,6 +32,7 @@ from sqlalchemy import (
     literal,
     select,
     text,
+    true,
 )
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -311,19 +312,29 @@ def _nearest_statement(source: Source, exact: bool) -> Select[Any]:
     nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
         "MATERIALIZED"
     )
+    # Each found chunk's document by its key, one index probe a row (LATERAL … LIMIT 1 keeps
+    # the planner from flattening it into a join): the statement is prepared once per
+    # connection, and the generic plan PostgreSQL may settle on for a join, estimated from a
+    # freshly loaded table's statistics, rescanned the tenant's documents for every row
+    # (4.6 ms against 1.6 ms, measured 2026-11-25).
+    document = (
+        select(source.title.label("title"), source.external_id.label("external_id"))
+        .where(parent.tenant_id == tenant_id, parent.id == nearest.c.parent_id, source.ready)
+        .limit(1)
+        .lateral("document")
+    )
     return (
         select(
             chunk.id,
             nearest.c.parent_id,
-            source.title.label("title"),
-            source.external_id.label("external_id"),
+            document.c.title,
+            document.c.external_id,
             chunk.text,
             (1 - nearest.c.distance).label("score"),
         )
         .select_from(nearest)
         .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
-        .join(parent, (parent.tenant_id == tenant_id) & (parent.id == nearest.c.parent_id))
-        .where(source.ready)
+        .join(document, true())
         .order_by(nearest.c.distance)
         .limit(limit)
     )
