@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from app.auth.principal import Principal
@@ -195,9 +196,7 @@ class ChatService:
             async with self.runner.context.transaction(tenant_id) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 await limiter.admit(tenant_id, principal.user_id, limits)
-                # Admitted: the question's embedding (the injection check's, then retrieval's)
-                # runs on the model's threads while the turn is recorded and the graph starts.
-                # Not earlier, so a refused request costs no model time.
+                # Admitted: embed the question while the turn is recorded (a refusal costs none).
                 prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
                 if opening is not None:
                     await opening(db)
@@ -272,12 +271,7 @@ class ChatService:
         )
 
     def _settler(self, principal: Principal, turn_id: uuid.UUID) -> Settle:
-        leases = self._leases()
-
-        async def settle() -> bool:
-            return await leases.settle(principal.tenant_id, turn_id)
-
-        return settle
+        return partial(self._leases().settle, principal.tenant_id, turn_id)
 
     def _leases(self) -> TurnLeases:
         leases = self.guards.leases
