@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import httpx
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.passwords import hash_password
@@ -116,3 +117,20 @@ async def make_chatter(client: httpx.AsyncClient, db: AsyncSession) -> Chatter:
     user = await make_user(db, tenant)
     chat = await make_session(db, user)
     return Chatter(tenant, user, chat, await login(client, user))
+
+
+async def make_knowledge_base(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, documents: list[tuple[str, str]]
+) -> uuid.UUID:
+    """A new tenant whose admin added these `(title, text)` documents, ingested; `db` is left
+    scoped to the tenant. Returns the tenant's id."""
+    tenant = await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    for title, text in documents:
+        accepted = await client.post(
+            "/kb/documents", json={"title": title, "text": text}, headers=admin.headers
+        )
+        assert accepted.status_code == 202, accepted.text
+    await app.state.resources.jobs.drain()
+    await scope_to_tenant(db, tenant.id)
+    return tenant.id

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import scope_to_tenant
 from app.embeddings.base import Embedder
 from app.retrieval.base import Hit
 from app.retrieval.hybrid import HybridRetriever
 from app.retrieval.multi_query import WeightedQuery
 from app.retrieval.repository import SearchRepository
-from tests.factories import login, make_tenant, make_user
+from tests.factories import make_knowledge_base
 
 pytestmark = pytest.mark.committed
 
@@ -49,38 +48,49 @@ class HeldEmbedder:
         return await self.inner.embed(texts)
 
 
-async def _tenant(app: FastAPI, client: httpx.AsyncClient, db: AsyncSession) -> uuid.UUID:
-    tenant = await make_tenant(db)
-    admin = await login(client, await make_user(db, tenant, role="admin"))
-    for title, text in DOCUMENTS:
-        accepted = await client.post(
-            "/kb/documents", json={"title": title, "text": text}, headers=admin.headers
-        )
-        assert accepted.status_code == 202, accepted.text
-    await app.state.resources.jobs.drain()
-    await scope_to_tenant(db, tenant.id)
-    return tenant.id
+class Setup(NamedTuple):
+    """A knowledge base, a retriever whose embedder is held, and the lexical searches seen
+    (each with whether the embedding had been released when it returned)."""
+
+    tenant_id: uuid.UUID
+    held: HeldEmbedder
+    retriever: HybridRetriever
+    searched: list[tuple[str, bool]]
+
+
+async def _setup(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> Setup:
+    tenant_id = await make_knowledge_base(app, client, db, DOCUMENTS)
+    configured: HybridRetriever = app.state.resources.retriever
+    held = HeldEmbedder(configured.embedder)
+    searched: list[tuple[str, bool]] = []
+    bm25 = SearchRepository.bm25
+
+    async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
+        hits = await bm25(self, query, **kwargs)
+        searched.append((query, held.release.is_set()))
+        return hits
+
+    monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
+    return Setup(tenant_id, held, HybridRetriever(held, configured.settings), searched)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(100):  # bounded: 10 s
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("not reached in 10 s")
 
 
 async def test_the_lexical_leg_runs_while_the_query_is_embedded(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tenant_id = await _tenant(app, client, db)
-    configured: HybridRetriever = app.state.resources.retriever
-    held = HeldEmbedder(configured.embedder)
-    retriever = HybridRetriever(held, configured.settings)
-    lexical_done = asyncio.Event()
-    bm25 = SearchRepository.bm25
-
-    async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
-        hits = await bm25(self, query, **kwargs)
-        assert not held.release.is_set(), "the lexical leg waited for the embedding"
-        lexical_done.set()
-        return hits
-
-    monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
+    tenant_id, held, retriever, searched = await _setup(app, client, db, monkeypatch)
     search = asyncio.ensure_future(retriever.query_legs(db, tenant_id, ["laptop refunded"]))
-    await asyncio.wait_for(lexical_done.wait(), 10)
+    await _until(lambda: bool(searched))
+    assert searched == [("laptop refunded", False)]  # done before the embedding was released
     assert held.waiting == 1 and not search.done()  # the dense leg waits for the vector
     held.release.set()
     (by_leg,) = await asyncio.wait_for(search, 10)
@@ -91,19 +101,8 @@ async def test_the_lexical_leg_runs_while_the_query_is_embedded(
 async def test_several_queries_share_one_embedding_and_search_meanwhile(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tenant_id = await _tenant(app, client, db)
-    configured: HybridRetriever = app.state.resources.retriever
-    held = HeldEmbedder(configured.embedder)
-    retriever = HybridRetriever(held, configured.settings)
+    tenant_id, held, retriever, searched = await _setup(app, client, db, monkeypatch)
     context = app.state.resources.turn_context
-    searched: list[str] = []
-    bm25 = SearchRepository.bm25
-
-    async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
-        searched.append(query)
-        return await bm25(self, query, **kwargs)
-
-    monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
     queries = [
         WeightedQuery("question", "is it refunded", 1.0),
         WeightedQuery("history", "laptop is it refunded", 0.5),
@@ -113,11 +112,8 @@ async def test_several_queries_share_one_embedding_and_search_meanwhile(
             lambda: context.transaction(tenant_id), tenant_id, queries, attachment_ids=[], k=2
         )
     )
-    for _ in range(100):  # bounded: 10 s
-        if len(searched) == 2:
-            break
-        await asyncio.sleep(0.1)
-    assert sorted(searched) == sorted(q.text for q in queries)  # both lexical legs ran
+    await _until(lambda: len(searched) == 2)
+    assert sorted(searched) == sorted((q.text, False) for q in queries)  # both, while held
     assert held.waiting == 1 and not search.done()  # one batch for both queries, still held
     held.release.set()
     result = await asyncio.wait_for(search, 10)

@@ -17,7 +17,7 @@ from app.embeddings.base import query_input
 from app.retrieval.base import Hit
 from app.retrieval.hybrid import HybridRetriever
 from app.retrieval.repository import KB, SearchRepository
-from tests.factories import login, make_tenant, make_user
+from tests.factories import login, make_knowledge_base, make_tenant, make_user
 
 pytestmark = pytest.mark.committed
 
@@ -32,19 +32,6 @@ DOCUMENTS = [
 ]
 
 
-async def _knowledge_base(app: FastAPI, client: httpx.AsyncClient, db: AsyncSession) -> uuid.UUID:
-    tenant = await make_tenant(db)
-    admin = await login(client, await make_user(db, tenant, role="admin"))
-    for title, text in DOCUMENTS:
-        accepted = await client.post(
-            "/kb/documents", json={"title": title, "text": text}, headers=admin.headers
-        )
-        assert accepted.status_code == 202, accepted.text
-    await app.state.resources.jobs.drain()
-    await scope_to_tenant(db, tenant.id)
-    return tenant.id
-
-
 def _documents(hits: list[Hit]) -> set[str]:
     return {hit.document_key for hit in hits}
 
@@ -52,7 +39,7 @@ def _documents(hits: list[Hit]) -> set[str]:
 async def test_each_leg_scores_the_other_legs_candidates(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant_id = await _knowledge_base(app, client, db)
+    tenant_id = await make_knowledge_base(app, client, db, DOCUMENTS)
     configured: HybridRetriever = app.state.resources.retriever
     narrow = replace(configured.settings, candidates=2, method="zscore")
     plain = HybridRetriever(configured.embedder, replace(narrow, complete_scores=False))
@@ -91,7 +78,7 @@ async def test_each_leg_scores_the_other_legs_candidates(
 async def test_bm25_and_similarities_keep_to_the_documents_asked_for(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    tenant_id = await _knowledge_base(app, client, db)
+    tenant_id = await make_knowledge_base(app, client, db, DOCUMENTS)
     repository = SearchRepository(db, tenant_id)
     every = await repository.bm25(QUERY, limit=None, title_weight=2.0)
     assert len(_documents(every)) == 2  # the laptops, the travel refunded
