@@ -59,6 +59,8 @@ class ModelRequest:
     sources: Sequence[SourceRef]
     history: Sequence[HistoryTurn]
     query: str
+    follow_up_query: str = ""
+    """A follow-up's standalone query (its words and the conversation's); empty otherwise."""
 
 
 class Responder(Protocol):
@@ -221,17 +223,25 @@ class ExtractiveResponder:
         self.sentences_per_source = sentences_per_source
 
     def compose(
-        self, sources: Sequence[SourceRef], history: Sequence[HistoryTurn], query: str
+        self,
+        sources: Sequence[SourceRef],
+        history: Sequence[HistoryTurn],
+        query: str,
+        follow_up_query: str = "",
     ) -> str:
-        """The answer: the best sentences of the sources, or of earlier turns."""
+        """The answer: the best sentences of the sources for the question's words, else for a
+        follow-up's standalone query ("How long does it take?" names nothing the sources
+        say; "erase data how long does it take" does); else of earlier turns."""
         terms = _terms(query)
-        parts: list[str] = []
-        for source in list(sources)[: self.max_sources]:
-            sentences = _best_sentences(source["text"], terms, self.sentences_per_source)
-            if sentences:
-                parts.append(f"{' '.join(sentences)} [{source['n']}]")
-        if parts:
-            return EXTRACTIVE_NOTICE + "\n\n".join(parts)
+        attempts = [terms, terms | _terms(follow_up_query)] if follow_up_query else [terms]
+        for words in attempts:
+            parts: list[str] = []
+            for source in list(sources)[: self.max_sources]:
+                sentences = _best_sentences(source["text"], words, self.sentences_per_source)
+                if sentences:
+                    parts.append(f"{' '.join(sentences)} [{source['n']}]")
+            if parts:
+                return EXTRACTIVE_NOTICE + "\n\n".join(parts)
         # A conversational turn: what was said earlier that matches the question.
         for turn in reversed(history):
             sentences = _best_sentences(turn["answer"], terms, 2)
@@ -245,7 +255,9 @@ class ExtractiveResponder:
 
     async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         """Stream the composed answer word by word."""
-        answer = self.compose(request.sources, request.history, request.query)
+        answer = self.compose(
+            request.sources, request.history, request.query, request.follow_up_query
+        )
         generation.prompt_tokens = sum(count_tokens(m["content"]) for m in request.prompt)
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
             generation.text.append(piece)
@@ -254,7 +266,9 @@ class ExtractiveResponder:
 
     async def answer(self, request: ModelRequest, generation: Generation) -> str:
         """The composed answer in one piece."""
-        text = self.compose(request.sources, request.history, request.query)
+        text = self.compose(
+            request.sources, request.history, request.query, request.follow_up_query
+        )
         generation.text.append(text)
         generation.count(request.prompt)
         return text

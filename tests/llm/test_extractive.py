@@ -31,3 +31,18 @@ def test_with_nothing_relevant_it_says_so() -> None:
         [source(1, "The canteen opens at noon on weekdays.")], [], "How do I erase my data?"
     )
     assert answer == NO_SOURCES
+
+
+def test_a_follow_up_that_names_nothing_is_answered_from_its_standalone_query() -> None:
+    sources = [
+        source(1, "Erasing your data takes effect within thirty days of the request."),
+        source(2, "The canteen opens at noon on weekdays."),
+    ]
+    question = "How long does it take?"  # no word of it is in the sources
+    assert ExtractiveResponder().compose(sources, [], question) == NO_SOURCES
+    answer = ExtractiveResponder().compose(
+        sources, [], question, follow_up_query="erase data How long does it take?"
+    )
+    assert answer.startswith(EXTRACTIVE_NOTICE)
+    assert "within thirty days" in answer and answer.rstrip().endswith("[1]")
+    assert "canteen" not in answer

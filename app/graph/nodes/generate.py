@@ -25,6 +25,7 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         sources=state["sources"],
         history=state["history"],
         query=state["query"],
+        follow_up_query=state["reformulated_query"] if state["is_follow_up"] else "",
     )
     if state["stream_tokens"]:
         write = get_stream_writer()
