@@ -136,10 +136,6 @@ def _background(
     return future
 
 
-async def _ready(vectors: Sequence[list[float]]) -> Sequence[list[float]]:
-    return vectors
-
-
 def _missing(hits: Sequence[Hit], kind: str, present: set[str]) -> list[uuid.UUID]:
     """The documents of `kind` among `hits` that are not in `present` (document keys)."""
     keys = dict.fromkeys(h.document_key for h in hits if h.passage.kind == kind)
@@ -300,10 +296,10 @@ class HybridRetriever:
         attachment_ids: Sequence[uuid.UUID] = (),
         knowledge_base: bool = True,
         legs: Sequence[Leg] = ("dense", "lexical"),
-        vectors: Sequence[list[float]] | Awaitable[Sequence[list[float]]] | None = None,
+        vectors: Awaitable[Sequence[list[float]]] | None = None,
     ) -> list[dict[str, list[Hit]]]:
         """Each query's candidates per leg, best first, unfused: the queries are embedded in
-        one call (unless their `vectors`, or an awaitable of them, are given) and share one
+        one call (unless `vectors` is given: an awaitable of their vectors) and share one
         preparation of the search.
 
         The embedding runs while the search is prepared and each query's lexical leg runs:
@@ -313,9 +309,9 @@ class HybridRetriever:
         repository = SearchRepository(db, tenant_id)
         embedding = None
         if "dense" in legs:
-            if vectors is None:
-                vectors = self.embedder.embed([query_input(q) for q in queries])
-            embedding = _background(vectors if isinstance(vectors, Awaitable) else _ready(vectors))
+            embedding = _background(
+                vectors or self.embedder.embed([query_input(q) for q in queries])
+            )
         kb_chunks, model = await repository.prepare(ef_search=settings.ef_search)
         if model is not None and model != self.embedder.name and "dense" in legs:
             # `threadline reindex` switched the stored vectors to another model: this
