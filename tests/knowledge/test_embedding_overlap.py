@@ -49,13 +49,12 @@ class HeldEmbedder:
 
 
 class Setup(NamedTuple):
-    """A knowledge base, a retriever whose embedder is held, and the lexical searches seen
-    (each with whether the embedding had been released when it returned)."""
+    """A knowledge base, a retriever whose embedder is held, and the lexical searches seen."""
 
     tenant_id: uuid.UUID
     held: HeldEmbedder
     retriever: HybridRetriever
-    searched: list[tuple[str, bool]]
+    searched: list[str]
 
 
 async def _setup(
@@ -64,12 +63,12 @@ async def _setup(
     tenant_id = await make_knowledge_base(app, client, db, DOCUMENTS)
     configured: HybridRetriever = app.state.resources.retriever
     held = HeldEmbedder(configured.embedder)
-    searched: list[tuple[str, bool]] = []
+    searched: list[str] = []
     bm25 = SearchRepository.bm25
 
     async def bm25_seen(self: SearchRepository, query: str, **kwargs: Any) -> list[Hit]:
         hits = await bm25(self, query, **kwargs)
-        searched.append((query, held.release.is_set()))
+        searched.append(query)
         return hits
 
     monkeypatch.setattr(SearchRepository, "bm25", bm25_seen)
@@ -90,7 +89,7 @@ async def test_the_lexical_leg_runs_while_the_query_is_embedded(
     tenant_id, held, retriever, searched = await _setup(app, client, db, monkeypatch)
     search = asyncio.ensure_future(retriever.query_legs(db, tenant_id, ["laptop refunded"]))
     await _until(lambda: bool(searched))
-    assert searched == [("laptop refunded", False)]  # done before the embedding was released
+    assert searched == ["laptop refunded"]  # while the embedding is still held
     assert held.waiting == 1 and not search.done()  # the dense leg waits for the vector
     held.release.set()
     (by_leg,) = await asyncio.wait_for(search, 10)
@@ -113,7 +112,7 @@ async def test_several_queries_share_one_embedding_and_search_meanwhile(
         )
     )
     await _until(lambda: len(searched) == 2)
-    assert sorted(searched) == sorted((q.text, False) for q in queries)  # both, while held
+    assert sorted(searched) == sorted(q.text for q in queries)  # both, while held
     assert held.waiting == 1 and not search.done()  # one batch for both queries, still held
     held.release.set()
     result = await asyncio.wait_for(search, 10)
