@@ -195,18 +195,15 @@ def _lower(words: Sequence[str]) -> set[str]:
 
 
 def rewrite_by_rules(
-    query: str,
-    history: Sequence[HistoryTurn],
-    turns: int = 1,
-    thread: Sequence[HistoryTurn] | None = None,
+    query: str, history: Sequence[HistoryTurn], thread: Sequence[HistoryTurn] | None = None
 ) -> str:
     """A standalone query: the words of what the follow-up refers to (the listed item an
     ordinal points at, else the questions of `thread`, newest first: by default the last
-    `turns` questions, or for a return after a digression the turn it returns to), then the
+    question, or for a return after a digression the turn it returns to), then the
     follow-up itself, verbatim — a rewrite adds context, it never drops the user's words."""
     if thread is None:
         target = returns_to(query, history)
-        thread = [history[target]] if target is not None else history[::-1][:turns]
+        thread = [history[-1 if target is None else target]]
     own = _lower(content_words(query))
     ordinal = _ordinal(query)
     topic: list[str] = []

@@ -148,11 +148,6 @@ def resumes_at(
     return target
 
 
-def thread_length(history: Sequence[HistoryTurn], weighting: Weighting = WEIGHTING) -> int:
-    """How many of the last questions are one thread (see `thread`)."""
-    return len(thread(history, weighting))
-
-
 def history_weight(related: Relatedness, weighting: Weighting = WEIGHTING) -> float:
     """The history-conditioned query's weight beside the raw question's 1."""
     if related.correction and weighting.correction_history is not None:

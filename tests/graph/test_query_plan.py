@@ -12,7 +12,6 @@ from app.graph.query_plan import (
     plan_queries,
     relatedness,
     thread,
-    thread_length,
 )
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import fuse
@@ -84,12 +83,12 @@ def test_lexical_overlap_raises_the_weight_without_a_cue() -> None:
 
 
 def test_the_history_query_follows_a_thread_of_follow_ups_but_not_past_a_switch() -> None:
-    thread = [turn("How many symphonies did Beethoven write?"), turn("Who was his teacher?")]
-    assert thread_length(thread) == 2
+    followed = [turn("How many symphonies did Beethoven write?"), turn("Who was his teacher?")]
+    assert len(thread(followed)) == 2
     switched = [turn("How many symphonies did Beethoven write?"), turn("When was Rome founded?")]
-    assert thread_length(switched) == 1
-    related = relatedness("And when did he die?", thread)
-    history = plan_queries("And when did he die?", thread, related)[1]
+    assert len(thread(switched)) == 1
+    related = relatedness("And when did he die?", followed)
+    history = plan_queries("And when did he die?", followed, related)[1]
     assert "Beethoven" in history.text and "teacher" in history.text
 
 
@@ -130,7 +129,6 @@ def test_a_return_after_a_digression_borrows_the_thread_it_returns_to() -> None:
 def test_the_thread_continues_past_a_digression_it_returned_from() -> None:
     history = [GARDENS, BUILT, DANUBE, turn(RETURN)]
     assert thread(history) == [3, 1, 0]
-    assert thread_length(history) == 3
     text = history_query("And when were they destroyed?", history)
     assert "Babylon" in text and "Danube" not in text
     # Without the return the digression ends the thread.
