@@ -10,7 +10,7 @@ from app.models.embedding_space import EmbeddingSpace
 from app.models.faq import Faq
 from app.models.kb_chunk import KbChunk
 from app.models.kb_document import KbDocument
-from app.models.kb_term_stats import KbCorpusStats, KbTermStats
+from app.models.kb_term_stats import KbCorpusStats, KbTermPosting, KbTermStats
 from app.models.query_history import QueryHistory
 from app.models.refresh_token_family import RefreshTokenFamily
 from app.models.refresh_token_use import RefreshTokenUse
@@ -35,6 +35,7 @@ TENANT_OWNED_TABLES = (
     "refresh_token_uses",
     "kb_term_stats",
     "kb_corpus_stats",
+    "kb_term_postings",
     "faqs",
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "KbChunk",
     "KbCorpusStats",
     "KbDocument",
+    "KbTermPosting",
     "KbTermStats",
     "QueryHistory",
     "RefreshTokenFamily",

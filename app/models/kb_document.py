@@ -37,3 +37,9 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
 Index(
     "ix_kb_documents_in_flight", KbDocument.lease_expires_at, postgresql_where=sql_text(IN_FLIGHT)
 )
+# BM25 leaves out the chunks of documents being re-ingested: few rows (migration 0021).
+Index(
+    "ix_kb_documents_not_ready",
+    KbDocument.tenant_id,
+    postgresql_where=sql_text("status <> 'ready'"),
+)

@@ -44,6 +44,10 @@ MAX_SCAN_TUPLES = 1_000_000
 BM25_K1 = 1.2
 BM25_B = 0.75
 
+# BM25 from the inverted index (migration 0021): only the postings of the question's own
+# lexemes are read (an index-only scan), scored and summed per chunk; the best are then
+# joined to their text and document. Chunks of documents being re-ingested (not `ready`, a
+# handful, found by a partial index) are left out.
 _BM25 = text(
     """
     WITH terms AS (
@@ -60,30 +64,35 @@ _BM25 = text(
       FROM kb_term_stats s JOIN terms USING (lexeme) CROSS JOIN corpus
       WHERE s.tenant_id = :tenant
     ),
-    matches AS (
-      SELECT c.id, c.document_id, c.text, c.tsv, d.title, d.external_id
-      FROM kb_chunks c
-      JOIN kb_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id
-      WHERE c.tenant_id = :tenant AND d.status = 'ready'
-        AND c.tsv @@ websearch_to_tsquery('english', :words)
-        AND (CAST(:documents AS uuid[]) IS NULL
-             OR c.document_id = ANY(CAST(:documents AS uuid[])))
+    unready AS (
+      SELECT coalesce(array_agg(id), '{}') AS ids
+      FROM kb_documents WHERE tenant_id = :tenant AND status <> 'ready'
+    ),
+    scored AS (
+      SELECT p.chunk_id, p.document_id,
+             sum(idf.idf * p.tf * (:k1 + 1)
+                 / (p.tf + :k1 * (1 - :b + :b * p.chunk_length / corpus.avgdl))) AS score
+      FROM idf CROSS JOIN corpus CROSS JOIN unready
+      CROSS JOIN LATERAL (
+        -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
+        SELECT p.chunk_id, p.document_id, p.chunk_length,
+               p.tf + (:title_weight - 1) * p.title_tf AS tf
+        FROM kb_term_postings p
+        WHERE p.tenant_id = :tenant AND p.lexeme = idf.lexeme
+          AND p.document_id <> ALL (unready.ids)
+          AND (CAST(:documents AS uuid[]) IS NULL
+               OR p.document_id = ANY(CAST(:documents AS uuid[])))
+      ) AS p
+      GROUP BY p.chunk_id, p.document_id
+      ORDER BY score DESC, p.chunk_id
+      LIMIT :limit
     )
-    SELECT m.id, m.document_id AS parent_id, m.title, m.external_id, m.text,
-           sum(idf.idf * u.tf * (:k1 + 1)
-               / (u.tf + :k1 * (1 - :b + :b * length(m.tsv) / corpus.avgdl))) AS score
-    FROM matches m
-    CROSS JOIN LATERAL (
-      -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
-      SELECT t.lexeme, cardinality(t.positions)
-               + (:title_weight - 1) * cardinality(array_positions(t.weights, 'A')) AS tf
-      FROM unnest(m.tsv) AS t(lexeme, positions, weights)
-    ) AS u
-    JOIN idf ON idf.lexeme = u.lexeme
-    CROSS JOIN corpus
-    GROUP BY m.id, m.document_id, m.title, m.external_id, m.text
-    ORDER BY score DESC, m.id
-    LIMIT :limit
+    SELECT s.chunk_id AS id, s.document_id AS parent_id, d.title, d.external_id, c.text,
+           s.score
+    FROM scored s
+    JOIN kb_chunks c ON c.tenant_id = :tenant AND c.id = s.chunk_id
+    JOIN kb_documents d ON d.tenant_id = :tenant AND d.id = s.document_id
+    ORDER BY s.score DESC, s.chunk_id
     """
 )
 
@@ -228,7 +237,6 @@ class SearchRepository:
                 {
                     "tenant": self.tenant_id,
                     "query": query,
-                    "words": query_words(query),
                     "k1": BM25_K1,
                     "b": BM25_B,
                     "title_weight": title_weight,
