@@ -29,15 +29,16 @@ class ChunkColumns:
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
 
 
-def search_indexes(table: str) -> tuple[Index, Index]:
-    """HNSW (cosine) for the dense leg, GIN for the full-text leg."""
-    return (
-        Index(
-            f"ix_{table}_embedding_hnsw",
-            "embedding",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-            postgresql_with={"m": 16, "ef_construction": 64},
-        ),
-        Index(f"ix_{table}_tsv", "tsv", postgresql_using="gin"),
+def search_indexes(table: str, *, full_text: bool = True) -> tuple[Index, ...]:
+    """HNSW (cosine) for the dense leg; GIN for the full-text leg when `full_text` (the
+    knowledge base's BM25 reads its own inverted index instead, migration 0021)."""
+    hnsw = Index(
+        f"ix_{table}_embedding_hnsw",
+        "embedding",
+        postgresql_using="hnsw",
+        postgresql_ops={"embedding": "vector_cosine_ops"},
+        postgresql_with={"m": 16, "ef_construction": 64},
     )
+    if not full_text:
+        return (hnsw,)
+    return (hnsw, Index(f"ix_{table}_tsv", "tsv", postgresql_using="gin"))

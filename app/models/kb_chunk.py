@@ -21,7 +21,7 @@ class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
             ondelete="CASCADE",
         ),
         Index("ix_kb_chunks_document", "tenant_id", "document_id", "ordinal"),
-        *search_indexes("kb_chunks"),
+        *search_indexes("kb_chunks", full_text=False),
     )
 
     document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))

@@ -228,8 +228,9 @@ class SearchRepository:
         document_ids: Sequence[uuid.UUID] | None = None,
     ) -> list[Hit]:
         """The knowledge base's chunks matching `query`, scored by BM25 from the per-tenant
-        term statistics (migration 0010) rather than ts_rank, which has no notion of rarity;
-        a word of the title counts `title_weight` times a word of the text. `document_ids`:
+        term statistics (migration 0010) and inverted index (0021) rather than ts_rank, which
+        has no notion of rarity; a word of the title counts `title_weight` times a word of
+        the text. `document_ids`:
         only these documents' chunks (the fusion's score completion); `limit` None: all."""
         rows = (
             await self.db.execute(

@@ -12,7 +12,8 @@ Statement-level triggers on kb_chunks add and remove the postings with the chunk
 same transaction (beside the term statistics of migration 0010). Chunks are never updated in
 place (a re-ingested document's chunks are deleted and inserted again). Existing chunks are
 indexed here. A partial index finds a tenant's documents that are not `ready` (being
-re-ingested): their chunks stay out of results, as before.
+re-ingested): their chunks stay out of results, as before. The GIN index on `kb_chunks.tsv`
+goes: nothing searches it any more (attachments keep theirs).
 
 Revision ID: 0021
 Revises: 0020
@@ -103,9 +104,12 @@ def upgrade() -> None:
         "FOR EACH STATEMENT EXECUTE FUNCTION kb_postings_removed()"
     )
     op.execute(f"INSERT INTO kb_term_postings {COLUMNS} {POSTINGS_OF.format(chunks='kb_chunks')}")
+    # Nothing searches kb_chunks.tsv through its GIN index any more: it would only cost writes.
+    op.drop_index("ix_kb_chunks_tsv", table_name="kb_chunks")
 
 
 def downgrade() -> None:
+    op.create_index("ix_kb_chunks_tsv", "kb_chunks", ["tsv"], postgresql_using="gin")
     op.execute("DROP TRIGGER IF EXISTS kb_chunks_postings_removed ON kb_chunks")
     op.execute("DROP TRIGGER IF EXISTS kb_chunks_postings_added ON kb_chunks")
     op.execute("DROP FUNCTION IF EXISTS kb_postings_removed()")
