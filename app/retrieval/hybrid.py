@@ -4,10 +4,10 @@ or reciprocal rank).
 Each leg searches each source (the knowledge base, the session's attachments) with one of
 three queries (`app.retrieval.repository`): the nearest chunks by embedding for the dense
 leg; for the lexical leg, BM25 over the knowledge base (term statistics and an inverted
-index per tenant, kept by triggers) and `ts_rank_cd` over attachments, a handful of documents. Optionally (z-score
-fusion, `THREADLINE_RETRIEVAL_COMPLETE_SCORES`) each leg then also scores the documents only
-the other leg brought (`_complete`, two small statements by document id); the legs'
-candidates are fused (`app.retrieval.fusion`).
+index per tenant, kept by triggers) and `ts_rank_cd` over attachments, a handful of
+documents. Optionally (z-score fusion, `THREADLINE_RETRIEVAL_COMPLETE_SCORES`) each leg then
+also scores the documents only the other leg brought (`_complete`, two small statements by
+document id); the legs' candidates are fused (`app.retrieval.fusion`).
 
 It is over 300 lines because the legs, their score completion and the retriever that runs
 them per query and per source read as one search; split, each part would need the others.
