@@ -90,7 +90,11 @@ class LeaseKeeper:
                 db.info[TENANT] = tenant
                 repository = IngestionRepository(db, kind, tenant)
                 kept = await repository.renew(ids, self.owner, self.seconds)
+                missed = [oid for oid in ids if oid not in kept]
+                # A document whose ingestion has just committed (ready, failed) or that was
+                # deleted is not held any more, even if its job has not released it yet.
+                in_flight = await repository.in_flight(missed) if missed else set()
             held = self._held
-            lost = [str(oid) for oid in ids if oid not in kept and (kind, tenant, oid) in held]
+            lost = [str(oid) for oid in in_flight if (kind, tenant, oid) in held]
             if lost:  # its store will be refused; the process that took it over finishes it
                 logger.warning("ingestion lease lost", extra={"kind": kind, "ids": lost})

@@ -165,6 +165,19 @@ class IngestionRepository:
         )
         return set(rows)
 
+    async def in_flight(self, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of these documents still pending or processing (queued again, or claimed
+        by another process)."""
+        model = self.model
+        rows = await self.db.scalars(
+            select(model.id).where(
+                model.tenant_id == self.tenant_id,
+                model.id == _ids(ids),
+                model.status.in_(("pending", "processing")),
+            )
+        )
+        return set(rows)
+
     async def lock_present(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str | None]:
         """Lock the documents still there (in id order: concurrent writers queue, never
         deadlock), so none is deleted between indexing its chunks and marking it ready;

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.db import TENANT
 from app.core.jobs import Job
+from app.ingestion.leases import LeaseKeeper
 from app.ingestion.pipeline import IngestionDeps, ingest
 from app.ingestion.recovery import recover
 from app.ingestion.repository import IngestionRepository
@@ -310,3 +311,38 @@ async def test_a_late_failure_does_not_fail_a_document_requeued_or_stored_meanwh
     rows = await _rows(sessionmaker, KbDocument, tenant.id)
     assert (rows[requeued].status, rows[requeued].error) == ("pending", None)
     assert (rows[stored].status, rows[stored].error) == ("ready", None)
+
+
+async def test_a_renewal_reports_only_leases_another_process_has_now(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    db: AsyncSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A renewal can run between a job's commit and its release of the document: a document
+    # stored (ready) or deleted meanwhile has not been lost; one queued again or claimed by
+    # another process has.
+    tenant = await make_tenant(db)
+    keeper = LeaseKeeper(lambda: sessionmaker, seconds=60)
+    states: dict[str, dict[str, Any]] = {
+        "stored": {"status": "ready", "claimed_by": None},
+        "requeued": {"status": "pending", "claimed_by": None},
+        "taken over": {"status": "processing", "claimed_by": DEAD, "lease_expires_at": None},
+    }
+    ids = {
+        name: await _add(sessionmaker, tenant.id, name, **columns)
+        for name, columns in states.items()
+    }
+    ids["deleted"] = uuid.uuid4()
+    for oid in ids.values():
+        keeper.hold("kb", tenant.id, oid)
+    keeper.claimed("kb", tenant.id, ids.values())
+
+    with caplog.at_level("WARNING", logger="app.ingestion.leases"):
+        await keeper.renew()
+
+    reported = [
+        r.__dict__["ids"] for r in caplog.records if r.getMessage() == "ingestion lease lost"
+    ]
+    assert [sorted(r) for r in reported] == [sorted([str(ids["requeued"]), str(ids["taken over"])])]
+    for oid in ids.values():
+        keeper.release("kb", tenant.id, oid)
