@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
+from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
@@ -74,6 +75,27 @@ async def drop_database(admin_url: URL, name: str) -> None:
     async with engine.connect() as connection:
         await connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     await engine.dispose()
+
+
+@pytest.fixture
+async def empty_database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
+    """The settings of a new database of its own, nothing migrated: for the tests that step
+    through the revisions."""
+    name = f"threadline_mig_{uuid.uuid4().hex[:10]}"
+    url = await create_database(pg_admin_url, name)
+    yield make_settings(url, redis_url)
+    await drop_database(pg_admin_url, name)
+
+
+async def run_sql(url: URL, sql: str, **params: object) -> list[tuple[object, ...]]:
+    """One statement in a transaction and a connection of its own; its rows, if any."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            result = await connection.execute(text(sql), params)
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        await engine.dispose()
 
 
 def make_settings(owner_url: URL, redis_url: str, **overrides: object) -> Settings:

@@ -4,34 +4,14 @@ unique constraint keeps it so; downgrade and upgrade again work."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from app.config import Settings
 from app.core import migrate
-from tests.conftest import create_database, drop_database, make_settings
-
-
-@pytest.fixture
-async def database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
-    name = f"threadline_mig_{uuid.uuid4().hex[:10]}"
-    url = await create_database(pg_admin_url, name)
-    yield make_settings(url, redis_url)
-    await drop_database(pg_admin_url, name)
-
-
-async def _run(url: URL, sql: str, **params: object) -> list[tuple[object, ...]]:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as connection:
-            result = await connection.execute(text(sql), params)
-            return [tuple(row) for row in result] if result.returns_rows else []
-    finally:
-        await engine.dispose()
+from tests.conftest import run_sql
 
 
 async def _seed(connection: AsyncConnection, ids: dict[str, uuid.UUID]) -> None:
@@ -65,9 +45,9 @@ async def _seed(connection: AsyncConnection, ids: dict[str, uuid.UUID]) -> None:
         await connection.execute(text(statement), {"t": t, "u": u, **params})
 
 
-async def test_duplicates_are_merged_into_the_oldest_and_kept_out(database: Settings) -> None:
-    owner = migrate.asyncpg_owner_url(database)
-    await migrate.upgrade(database, owner, "0015")
+async def test_duplicates_are_merged_into_the_oldest_and_kept_out(empty_database: Settings) -> None:
+    owner = migrate.asyncpg_owner_url(empty_database)
+    await migrate.upgrade(empty_database, owner, "0015")
     names = ("tenant", "user", "s1", "s2", "oldest", "middle", "newest", "other", "turn")
     ids = {name: uuid.uuid4() for name in names}
     engine = create_async_engine(owner)
@@ -75,11 +55,11 @@ async def test_duplicates_are_merged_into_the_oldest_and_kept_out(database: Sett
         await _seed(connection, ids)
     await engine.dispose()
 
-    await migrate.upgrade(database, owner, "0016")
+    await migrate.upgrade(empty_database, owner, "0016")
 
-    kept = await _run(owner, "SELECT id FROM attachments ORDER BY content_hash DESC")
+    kept = await run_sql(owner, "SELECT id FROM attachments ORDER BY content_hash DESC")
     assert kept == [(ids["oldest"],), (ids["other"],)]
-    links = await _run(
+    links = await run_sql(
         owner, "SELECT session_id, attachment_id FROM session_attachments ORDER BY 1, 2"
     )
     assert sorted(links) == sorted(
@@ -89,11 +69,11 @@ async def test_duplicates_are_merged_into_the_oldest_and_kept_out(database: Sett
             (ids["s2"], ids["other"]),
         ]
     )
-    assert await _run(owner, "SELECT attachment_ids FROM query_history") == [
+    assert await run_sql(owner, "SELECT attachment_ids FROM query_history") == [
         ([ids["other"], ids["oldest"]],)
     ]
-    assert await _run(owner, "SELECT text FROM attachment_chunks") == [("kept",)]
-    forced = await _run(
+    assert await run_sql(owner, "SELECT text FROM attachment_chunks") == [("kept",)]
+    forced = await run_sql(
         owner,
         "SELECT relname FROM pg_class WHERE relforcerowsecurity AND relname = ANY(:t)",
         t=["attachments", "session_attachments", "query_history"],
@@ -105,20 +85,20 @@ async def test_duplicates_are_merged_into_the_oldest_and_kept_out(database: Sett
         "VALUES (:t, gen_random_uuid(), :u, 'same')"
     )
     with pytest.raises(Exception, match="uq_attachments_tenant_id_user_id_content_hash"):
-        await _run(owner, copy, t=ids["tenant"], u=ids["user"])
+        await run_sql(owner, copy, t=ids["tenant"], u=ids["user"])
 
-    await migrate.downgrade(database, owner, "0015")
-    await _run(owner, copy, t=ids["tenant"], u=ids["user"])  # a plain index again
-    await _run(
+    await migrate.downgrade(empty_database, owner, "0015")
+    await run_sql(owner, copy, t=ids["tenant"], u=ids["user"])  # a plain index again
+    await run_sql(
         owner, "DELETE FROM attachments WHERE id <> :o AND content_hash = 'same'", o=ids["oldest"]
     )
-    await migrate.upgrade(database, owner)
+    await migrate.upgrade(empty_database, owner)
 
 
-async def test_a_ready_copy_is_kept_before_an_older_failed_one(database: Settings) -> None:
+async def test_a_ready_copy_is_kept_before_an_older_failed_one(empty_database: Settings) -> None:
     # A failed upload uploaded again used to leave the failed row beside the ready one.
-    owner = migrate.asyncpg_owner_url(database)
-    await migrate.upgrade(database, owner, "0015")
+    owner = migrate.asyncpg_owner_url(empty_database)
+    await migrate.upgrade(empty_database, owner, "0015")
     t, u, failed, ready = (uuid.uuid4() for _ in range(4))
     engine = create_async_engine(owner)
     async with engine.begin() as connection:
@@ -137,7 +117,7 @@ async def test_a_ready_copy_is_kept_before_an_older_failed_one(database: Setting
             )
     await engine.dispose()
 
-    await migrate.upgrade(database, owner, "0016")
+    await migrate.upgrade(empty_database, owner, "0016")
 
-    assert await _run(owner, "SELECT id, status FROM attachments") == [(ready, "ready")]
-    assert await _run(owner, "SELECT text FROM attachment_chunks") == [("indexed",)]
+    assert await run_sql(owner, "SELECT id, status FROM attachments") == [(ready, "ready")]
+    assert await run_sql(owner, "SELECT text FROM attachment_chunks") == [("indexed",)]

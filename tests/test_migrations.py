@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -17,7 +14,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.config import Settings
 from app.core import migrate
 from app.models import Base
-from tests.conftest import create_database, drop_database, make_settings
 
 CHECKPOINT_TABLES = {
     "checkpoints",
@@ -25,14 +21,6 @@ CHECKPOINT_TABLES = {
     "checkpoint_writes",
     "checkpoint_migrations",
 }
-
-
-@pytest.fixture
-async def empty_database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
-    name = f"threadline_mig_{uuid.uuid4().hex[:10]}"
-    url = await create_database(pg_admin_url, name)
-    yield make_settings(url, redis_url)
-    await drop_database(pg_admin_url, name)
 
 
 async def _tables(url: URL) -> set[str]:

@@ -5,35 +5,10 @@ upgrade again work."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-
-import pytest
-from sqlalchemy import text
-from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
 from app.core import migrate
-from tests.conftest import create_database, drop_database, make_settings
-
-
-@pytest.fixture
-async def database(pg_admin_url: URL, redis_url: str) -> AsyncIterator[Settings]:
-    name = f"threadline_mig_{uuid.uuid4().hex[:10]}"
-    url = await create_database(pg_admin_url, name)
-    yield make_settings(url, redis_url)
-    await drop_database(pg_admin_url, name)
-
-
-async def _run(url: URL, sql: str, **params: object) -> list[tuple[object, ...]]:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as connection:
-            result = await connection.execute(text(sql), params)
-            return [tuple(row) for row in result] if result.returns_rows else []
-    finally:
-        await engine.dispose()
-
+from tests.conftest import run_sql
 
 SEED = [
     "INSERT INTO tenants (id, name) VALUES (:t, 'acme')",
@@ -50,35 +25,37 @@ SEED = [
 ]
 
 
-async def test_existing_chunks_are_reindexed_with_their_titles(database: Settings) -> None:
-    owner = migrate.asyncpg_owner_url(database)
-    await migrate.upgrade(database, owner, "0018")
+async def test_existing_chunks_are_reindexed_with_their_titles(empty_database: Settings) -> None:
+    owner = migrate.asyncpg_owner_url(empty_database)
+    await migrate.upgrade(empty_database, owner, "0018")
     ids = {"t": uuid.uuid4(), "u": uuid.uuid4(), "doc": uuid.uuid4(), "att": uuid.uuid4()}
     for statement in SEED:
-        await _run(owner, statement, **ids)
+        await run_sql(owner, statement, **ids)
     matches = "SELECT count(*) FROM {} WHERE tsv @@ to_tsquery('english', :word)"
-    assert await _run(owner, matches.format("kb_chunks"), word="zephyrine") == [(0,)]
+    assert await run_sql(owner, matches.format("kb_chunks"), word="zephyrine") == [(0,)]
 
-    await migrate.upgrade(database, owner, "0019")
+    await migrate.upgrade(empty_database, owner, "0019")
 
-    assert await _run(owner, "SELECT title FROM kb_chunks") == [("Zephyrine allowance",)]
-    assert await _run(owner, "SELECT title FROM attachment_chunks") == [("quarterly rota v2 txt",)]
-    assert await _run(owner, matches.format("kb_chunks"), word="zephyrine") == [(1,)]
-    assert await _run(owner, matches.format("attachment_chunks"), word="quarterly") == [(1,)]
-    weights = await _run(
+    assert await run_sql(owner, "SELECT title FROM kb_chunks") == [("Zephyrine allowance",)]
+    assert await run_sql(owner, "SELECT title FROM attachment_chunks") == [
+        ("quarterly rota v2 txt",)
+    ]
+    assert await run_sql(owner, matches.format("kb_chunks"), word="zephyrine") == [(1,)]
+    assert await run_sql(owner, matches.format("attachment_chunks"), word="quarterly") == [(1,)]
+    weights = await run_sql(
         owner,
         "SELECT u.lexeme, u.weights FROM kb_chunks, unnest(tsv) AS u "
         "WHERE u.lexeme IN ('zephyrin', 'night')",
     )
     assert sorted(weights) == [("night", ["B"]), ("zephyrin", ["A"])]
     # The BM25 statistics count the title's words now.
-    assert await _run(
+    assert await run_sql(
         owner, "SELECT df FROM kb_term_stats WHERE lexeme = 'zephyrin' AND tenant_id = :t", **ids
     ) == [(1,)]
-    (length,) = await _run(owner, "SELECT total_length FROM kb_corpus_stats")
+    (length,) = await run_sql(owner, "SELECT total_length FROM kb_corpus_stats")
     assert length == (5,)  # zephyrin, allow (title); night, shift, paid (text): 3 before
 
-    await migrate.downgrade(database, owner, "0018")
-    assert await _run(owner, matches.format("kb_chunks"), word="zephyrine") == [(0,)]
-    await migrate.upgrade(database, owner)
-    assert await _run(owner, matches.format("kb_chunks"), word="zephyrine") == [(1,)]
+    await migrate.downgrade(empty_database, owner, "0018")
+    assert await run_sql(owner, matches.format("kb_chunks"), word="zephyrine") == [(0,)]
+    await migrate.upgrade(empty_database, owner)
+    assert await run_sql(owner, matches.format("kb_chunks"), word="zephyrine") == [(1,)]
