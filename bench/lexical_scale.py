@@ -24,7 +24,7 @@ import time
 import uuid
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import Float, bindparam, text
 
 from bench.common import bench_database, percentile, sized_shared_buffers
 from bench.retrieval_scale import COLUMNS, _Fixed, vectors
@@ -68,7 +68,7 @@ _BM25_OVER_TSVECTORS = text(
     ORDER BY score DESC, m.id
     LIMIT :limit
     """
-)
+).bindparams(*(bindparam(name, type_=Float) for name in ("k1", "b", "title_weight")))
 
 
 def sentences() -> list[str]:

@@ -44,13 +44,30 @@ MAX_SCAN_TUPLES = 1_000_000
 BM25_K1 = 1.2
 BM25_B = 0.75
 
+RARE_TERM_SHARE = 0.1
+"""A question's word in at most this share of the chunks is *rare* (see `_BM25`)."""
+
 # BM25 from the inverted index (migration 0021): only the postings of the question's own
 # lexemes are read (an index-only scan), scored and summed per chunk; the best are then
 # joined to their text and document. Chunks of documents being re-ingested (not `ready`, a
 # handful, found by a partial index) are left out.
+#
+# Pruned first, exactly (MaxScore): a word adds less than `idf x (k1 + 1)` to a chunk's
+# score. So a chunk holding none of the question's rare words scores below `bound`, the sum
+# of that over its common words. The chunks holding a rare word are scored in full (`pruned`,
+# the common words' postings read only for them); if the `limit`-th of them reaches `bound`,
+# no other chunk can enter, and they are the answer. Otherwise (too few, or the bound too
+# high), every matching chunk is scored (`whole`; PostgreSQL runs only the branch chosen).
+# In a large knowledge base a question's common words have postings in a large share of the
+# chunks: the pruned pass sums a fraction of them (ADR 0040).
 _BM25 = text(
     """
-    WITH terms AS (
+    WITH params AS (  -- typed once: PostgreSQL takes an untyped parameter plus 1 as an integer
+      SELECT CAST(:k1 AS float8) AS k1, CAST(:b AS float8) AS b,
+             CAST(:title_weight AS float8) AS title_weight,
+             CAST(:rare_share AS float8) AS rare_share
+    ),
+    terms AS (
       SELECT DISTINCT t.lexeme
       FROM unnest(tsvector_to_array(to_tsvector('english', :query))) AS t(lexeme)
     ),
@@ -60,32 +77,61 @@ _BM25 = text(
       FROM kb_corpus_stats WHERE tenant_id = :tenant
     ),
     idf AS (
-      SELECT s.lexeme, ln(1 + (corpus.n - s.df + 0.5) / (s.df + 0.5)) AS idf
-      FROM kb_term_stats s JOIN terms USING (lexeme) CROSS JOIN corpus
+      SELECT s.lexeme, s.df <= params.rare_share * corpus.n AS rare,
+             ln(1 + (corpus.n - s.df + 0.5) / (s.df + 0.5)) AS idf
+      FROM kb_term_stats s JOIN terms USING (lexeme) CROSS JOIN corpus CROSS JOIN params
       WHERE s.tenant_id = :tenant
     ),
     unready AS (
       SELECT coalesce(array_agg(id), '{}') AS ids
       FROM kb_documents WHERE tenant_id = :tenant AND status <> 'ready'
     ),
-    scored AS (
-      SELECT p.chunk_id, p.document_id,
-             sum(idf.idf * p.tf * (:k1 + 1)
-                 / (p.tf + :k1 * (1 - :b + :b * p.chunk_length / corpus.avgdl))) AS score
-      FROM idf CROSS JOIN corpus CROSS JOIN unready
+    postings AS NOT MATERIALIZED (
+      -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
+      SELECT idf.lexeme, idf.rare, p.chunk_id, p.document_id,
+             idf.idf * t.tf * (params.k1 + 1)
+               / (t.tf + params.k1 * (1 - params.b + params.b * p.chunk_length / corpus.avgdl))
+               AS score
+      FROM idf CROSS JOIN corpus CROSS JOIN unready CROSS JOIN params
       CROSS JOIN LATERAL (
-        -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
-        SELECT p.chunk_id, p.document_id, p.chunk_length,
-               p.tf + (:title_weight - 1) * p.title_tf AS tf
+        SELECT p.chunk_id, p.document_id, p.chunk_length, p.tf, p.title_tf
         FROM kb_term_postings p
         WHERE p.tenant_id = :tenant AND p.lexeme = idf.lexeme
           AND p.document_id <> ALL (unready.ids)
           AND (CAST(:documents AS uuid[]) IS NULL
                OR p.document_id = ANY(CAST(:documents AS uuid[])))
       ) AS p
-      GROUP BY p.chunk_id, p.document_id
-      ORDER BY score DESC, p.chunk_id
+      CROSS JOIN LATERAL (SELECT p.tf + (params.title_weight - 1) * p.title_tf AS tf) AS t
+    ),
+    bound AS (
+      SELECT coalesce(sum(idf) FILTER (WHERE NOT rare), 0) * (SELECT k1 + 1 FROM params)
+             AS score
+      FROM idf
+    ),
+    pruned AS (
+      SELECT chunk_id, document_id, sum(score) AS score
+      FROM postings
+      WHERE rare OR chunk_id IN (SELECT chunk_id FROM postings WHERE rare)
+      GROUP BY chunk_id, document_id
+      ORDER BY score DESC, chunk_id
       LIMIT :limit
+    ),
+    exact AS (
+      SELECT coalesce(count(*) = :limit AND min(score) >= (SELECT score FROM bound), false)
+               AS enough
+      FROM pruned
+    ),
+    whole AS (
+      SELECT chunk_id, document_id, sum(score) AS score
+      FROM postings
+      GROUP BY chunk_id, document_id
+      ORDER BY score DESC, chunk_id
+      LIMIT :limit
+    ),
+    scored AS (
+      SELECT * FROM pruned WHERE (SELECT enough FROM exact)
+      UNION ALL
+      SELECT * FROM whole WHERE NOT (SELECT enough FROM exact)
     )
     SELECT s.chunk_id AS id, s.document_id AS parent_id, d.title, d.external_id, c.text,
            s.score
@@ -240,6 +286,7 @@ class SearchRepository:
                     "query": query,
                     "k1": BM25_K1,
                     "b": BM25_B,
+                    "rare_share": RARE_TERM_SHARE,
                     "title_weight": title_weight,
                     "limit": limit,
                     "documents": None if document_ids is None else list(document_ids),

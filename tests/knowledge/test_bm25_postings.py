@@ -9,9 +9,10 @@ import uuid
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import text
+from sqlalchemy import Float, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.retrieval import repository as repository_module
 from app.retrieval.repository import BM25_B, BM25_K1, SearchRepository
 from tests.factories import make_knowledge_base
 
@@ -56,7 +57,7 @@ _REFERENCE = text(
     WHERE c.tenant_id = :tenant
     GROUP BY c.id
     """
-)
+).bindparams(*(bindparam(name, type_=Float) for name in ("k1", "b", "title_weight")))
 
 
 async def _reference(
@@ -130,3 +131,40 @@ async def test_the_index_follows_the_chunks(
         == 0
     )
     await db.rollback()
+
+
+# "quokka" is in two long chunks, "wombat" in one short one, "zephyr" in four, three times in
+# the shortest: with the words in at most a third of the chunks rare, "zephyr" is common.
+PRUNING = [
+    ("Alpha", "Zephyr, zephyr, zephyr."),
+    ("Bravo", "A quokka " + "sat by the river bank watching boats drift past the old mill " * 2),
+    ("Charlie", "A quokka " + "ran along the quiet beach under grey clouds near the harbour " * 2),
+    ("Delta", "A zephyr crossed the valley."),
+    ("Echo", "The zephyr cooled the garden."),
+    ("Foxtrot", "Wombat zephyr tale."),
+]
+
+
+@pytest.mark.parametrize("rare_share", [0.0, 0.34, 1.0])
+async def test_the_pruned_pass_finds_the_same_best_chunks(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+    rare_share: float,
+) -> None:
+    # Which words count as rare decides what the pruned pass reads, never what it finds. At
+    # a third: "zephyr quokka" — the two quokka chunks are the pruned pass's best two, but
+    # the zephyr-only "Alpha" beats one of them: the bound must send it to the whole pass;
+    # "zephyr wombat" — the pruned pass is enough, and its score must count "zephyr" too.
+    monkeypatch.setattr(repository_module, "RARE_TERM_SHARE", rare_share)
+    tenant_id = await make_knowledge_base(app, client, db, PRUNING)
+    repository = SearchRepository(db, tenant_id)
+    for query, limit in (("zephyr quokka", 2), ("zephyr wombat", 1), ("zephyr", 3)):
+        expected = await _reference(db, tenant_id, query, 2.0)
+        best = sorted(expected, key=lambda chunk: (-expected[chunk], chunk))[:limit]
+        hits = await repository.bm25(query, limit=limit, title_weight=2.0)
+        assert [h.passage.id for h in hits] == best, query
+        assert [h.passage.score for h in hits] == pytest.approx([expected[c] for c in best])
+    titles = [h.passage.title for h in await repository.bm25("zephyr quokka", limit=2)]
+    assert titles[0] == "Alpha"
