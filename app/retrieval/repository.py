@@ -111,7 +111,8 @@ _BM25 = text(
     pruned AS (
       SELECT chunk_id, document_id, sum(score) AS score
       FROM postings
-      WHERE rare OR chunk_id IN (SELECT chunk_id FROM postings WHERE rare)
+      WHERE (rare OR chunk_id IN (SELECT chunk_id FROM postings WHERE rare))
+        AND CAST(:limit AS integer) IS NOT NULL  -- every chunk asked for: no bound to use
       GROUP BY chunk_id, document_id
       ORDER BY score DESC, chunk_id
       LIMIT :limit
