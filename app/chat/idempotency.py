@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from redis.exceptions import RedisError
 
@@ -87,6 +87,14 @@ class Claim:
     def turn_id(self) -> uuid.UUID:
         """The turn that holds (or held) the key."""
         return uuid.UUID(self.record["turn_id"])
+
+
+@dataclass(frozen=True)
+class Waited:
+    """What a retry's wait for the first request's answer found (`wait_finished`)."""
+
+    state: Literal["done", "released", "unavailable", "running"]
+    record: dict[str, Any] | None = None
 
 
 def fingerprint(endpoint: str, body: ChatRequest) -> str:
@@ -178,24 +186,27 @@ class IdempotencyStore:
                 lambda: self._release(keys=[claim.key], args=[claim.raw]), "release"
             )
 
-    async def wait_finished(self, claim: Claim, timeout_seconds: float) -> dict[str, Any] | None:
-        """The holder's stored record once finished; None if it was released (failed)."""
+    async def wait_finished(self, claim: Claim, timeout_seconds: float) -> Waited:
+        """Wait up to `timeout_seconds` for the holder's stored record: `done` (with it),
+        `released` (the holder failed: the key is gone), `unavailable` (Redis went down) or
+        `running` (still running when the time was up). Said explicitly: a caller that told a
+        release from a timeout by the time spent mistook one for the other."""
         deadline = time.monotonic() + timeout_seconds
-        while time.monotonic() < deadline:
+        while True:
             try:
                 raw = await self.redis.client.get(claim.key)
             except (RedisError, OSError):
                 if not await self.redis.reachable():
-                    return None  # Redis went down: stop waiting (409, the client retries)
-                await asyncio.sleep(_POLL_SECONDS)  # transient: the record is still there
-                continue
+                    return Waited("unavailable")  # stop waiting (409, the client retries)
+                raw = ""  # transient: the record is still there, read it again
             if raw is None:
-                return None
-            record: dict[str, Any] = json.loads(raw)
+                return Waited("released")
+            record: dict[str, Any] = json.loads(raw) if raw else claim.record
             if record["state"] == "done":
-                return record
+                return Waited("done", record)
+            if time.monotonic() >= deadline:
+                return Waited("running")
             await asyncio.sleep(_POLL_SECONDS)
-        return None
 
     @staticmethod
     def reference(claim: Claim) -> str:

@@ -225,15 +225,14 @@ class ChatService:
         deadline = time.monotonic() + settings.llm_timeout_seconds + 30
         record = claim.record
         store = self.guards.idempotency
+        renew = settings.turn_lease_renew_seconds
         while record["state"] != "done":
             left = deadline - time.monotonic()
-            wait = min(left, settings.turn_lease_renew_seconds)
-            started = time.monotonic()
-            found = await store.wait_finished(claim, wait)
-            if found is not None:
-                record = found
+            waited = await store.wait_finished(claim, max(0.0, min(left, renew)))
+            if waited.record is not None:
+                record = waited.record
                 break
-            if left <= 0 or time.monotonic() - started < wait:  # timed out, or released
+            if waited.state != "running" or left <= 0:  # released, Redis down, or too long
                 raise Conflict(
                     "The first request with this Idempotency-Key did not finish; retry.",
                     code="idempotent_request_failed",

@@ -130,6 +130,20 @@ async def _stored(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> Query
     return turn
 
 
+async def _turns_of(db: AsyncSession, tenant_id: uuid.UUID, chat: ChatSession) -> list[Any]:
+    await scope_to_tenant(db, tenant_id)
+    rows = await db.execute(
+        select(
+            QueryHistory.id,
+            QueryHistory.status,
+            QueryHistory.lease_expires_at,
+            func.clock_timestamp(),
+        ).where(QueryHistory.session_id == chat.id)
+    )
+    await db.commit()
+    return [tuple(row) for row in rows]
+
+
 async def _lease_expired(db: AsyncSession, tenant_id: uuid.UUID, turn_id: str) -> bool:
     await scope_to_tenant(db, tenant_id)
     expired = await db.scalar(
@@ -238,7 +252,13 @@ async def test_a_turn_whose_process_was_killed_is_finished_with_its_partial_answ
             json={"session_id": str(chats[3].id), "message": QUESTION},
             headers={**who.headers, "Idempotency-Key": json_key},
         )
-        assert retried.status_code == 200, retried.text
+        assert retried.status_code == 200, (
+            retried.text,
+            await _turns_of(db, tenant.id, chats[3]),
+            await survivor_app.state.resources.redis.client.get(
+                survivor_app.state.resources.guards.idempotency.key(tenant.id, user.id, json_key)
+            ),
+        )  # what the first request left, should this ever fail again
         assert retried.json()["status"] == "incomplete"
         await scope_to_tenant(db, tenant.id)
         json_turns = (
@@ -303,6 +323,8 @@ async def _stream_then_kill(
             if await is_generating(chats[3]):
                 break
             await asyncio.sleep(0.02)
+        else:
+            pytest.fail("the `/chat` request's turn was never recorded before the kill")
         server.signal(signal.SIGKILL)
         server.wait(timeout=10)
         with contextlib.suppress(httpx.HTTPError):

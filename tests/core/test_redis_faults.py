@@ -4,6 +4,7 @@ restart, connections cut mid-stream, and the one degradation allowed (Redis down
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -173,3 +174,33 @@ async def test_the_first_operations_after_a_restart_work(
     )
     assert admitted.count(None) == 5
     assert all(isinstance(a, TooManyRequests) for a in admitted if a is not None)
+
+
+async def test_a_retry_waiting_for_the_first_answer_is_told_what_it_found(
+    server: PrivateRedis, handle: RedisHandle
+) -> None:
+    """`wait_finished` says why it stopped: the answer, a release, a Redis that is down, or a
+    turn still running when the time was up (never inferred from the time it took)."""
+    store = _store(handle)
+    first = await _claim(store, "waited")
+    assert first is not None and first.won
+    waiter = Claim(first.key, False, first.record)
+
+    assert (await store.wait_finished(waiter, 0.2)).state == "running"
+
+    finished = {**first.record, "state": "done", "response": {"answer": "42"}}
+    setter = asyncio.get_running_loop().call_later(
+        0.1, lambda: asyncio.ensure_future(handle.client.set(first.key, json.dumps(finished)))
+    )
+    done = await store.wait_finished(waiter, 5)
+    setter.cancel()
+    assert (done.state, done.record) == ("done", finished)
+
+    await handle.client.delete(first.key)
+    assert (await store.wait_finished(waiter, 5)).state == "released"
+
+    second = await _claim(store, "waited-again")
+    assert second is not None
+    server.stop()
+    down = await store.wait_finished(Claim(second.key, False, second.record), 5)
+    assert down.state == "unavailable"
