@@ -4,9 +4,12 @@ The first request claims the key with SET NX (atomic, so of ten concurrent retri
 one wins) and records its turn id; the winner stores the finished answer under the key. A
 retry with the same body returns that answer, or follows the running turn (streams through
 the Redis buffer, JSON by waiting for the stored answer). Another body with the same key is
-a client bug: 422. A running claim outlives the longest turn (model timeout, the end-of-turn
-write's outage retry, the turn lease: a turn whose process died is finished by another, which
-records its answer under the key, see app/chat/orphans.py); a stored answer lives
+a client bug: 422. A claim lives `ADMISSION_SECONDS` until its turn is recorded: a process that
+dies in between (the turn never written, so nobody could ever finish it) blocks its key for
+that long, not for a whole turn's lifetime. Once recorded (`confirm`, inside the admission's
+transaction, which a lost claim rolls back), it outlives the longest turn (model timeout, the
+end-of-turn write's outage retry, the turn lease: a turn whose process died is finished by
+another, which records its answer under the key, see app/chat/orphans.py); a stored answer lives
 `THREADLINE_IDEMPOTENCY_TTL_SECONDS` (24 h). A run that fails, or a request that fails before
 its run starts, releases its key, so a retry may try again. A finished record is replayed only
 while its turn exists: after the session is deleted (or the user erased) the key starts afresh.
@@ -14,6 +17,10 @@ while its turn exists: after the session is deleted (or the user erased) the key
 Never two turns for one key while Redis answers (docs/adr/0015): a claim that fails although
 Redis answers is a 503 with `Retry-After`, and the finished record is written with retries.
 Only a Redis that is down (no connection can be opened) lets the header be ignored.
+
+Over 300 lines because a key's whole life (claim, confirm, wait, release, the orphan's
+answer) is one protocol over the same keys and scripts: each step relies on the others'
+compare-and-set rules, which are easier to check side by side.
 """
 
 from __future__ import annotations
@@ -45,6 +52,14 @@ _POLL_SECONDS = 0.05
 # this long, with growing pauses: past a restart or a burst that exhausts the pool.
 WRITE_DEADLINE_SECONDS = 30.0
 _RETRY_BASE, _RETRY_CAP = 0.05, 1.0
+# How long a claim lives before its turn is recorded: more than an admission may take (a
+# database pool's 30 s checkout wait, the rate-limit and quota reads), far less than a turn.
+ADMISSION_SECONDS = 60
+# Gives a claim a running turn's lifetime, only while it still holds this request's claim.
+_CONFIRM = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
 # Deletes the key only while it still holds this request's claim: a release that comes late
 # must not remove a record someone else has written since.
 _RELEASE = """
@@ -106,12 +121,20 @@ class IdempotencyStore:
     """The Idempotency-Key records in Redis (see the module docstring): the only code that
     reads or writes their keys."""
 
-    def __init__(self, redis: RedisHandle, ttl_seconds: int, running_ttl_seconds: int) -> None:
+    def __init__(
+        self,
+        redis: RedisHandle,
+        ttl_seconds: int,
+        running_ttl_seconds: int,
+        admission_seconds: int = ADMISSION_SECONDS,
+    ) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
         # A claim whose process dies must not block retries for a day: while the turn runs,
         # the key lives a little longer than a model call may take.
         self.running_ttl = min(running_ttl_seconds, ttl_seconds)
+        self.admission_ttl = min(admission_seconds, self.running_ttl)
+        self._confirm = redis.client.register_script(_CONFIRM)
         self._release = redis.client.register_script(_RELEASE)
         self._record_answer = redis.client.register_script(_RECORD_ANSWER)
 
@@ -162,7 +185,7 @@ class IdempotencyStore:
         raw_mine = json.dumps(mine)
         client = self.redis.client
         for _ in range(3):  # the holder may release between our SET and GET
-            if await client.set(key, raw_mine, nx=True, ex=self.running_ttl):
+            if await client.set(key, raw_mine, nx=True, ex=self.admission_ttl):
                 return Claim(key, True, mine, raw_mine)
             raw = await client.get(key)
             if raw is None:
@@ -176,6 +199,22 @@ class IdempotencyStore:
                 continue
             return Claim(key, False, record)
         raise IdempotencyUnavailable()  # claimed and released under our feet three times
+
+    async def confirm(self, claim: Claim) -> None:
+        """The claim's turn is being recorded: keep the key for the turn's lifetime. Called in
+        the admission's transaction, before it commits; raises (so the turn is not recorded)
+        when the claim has lapsed meanwhile (a retry may hold the key now) or cannot be kept
+        although Redis answers. A Redis that is down lets the turn run, as at the claim."""
+        if not claim.won:
+            return
+        try:
+            kept = await self._confirm(keys=[claim.key], args=[claim.raw, self.running_ttl])
+        except (RedisError, OSError):
+            if await self.redis.reachable():
+                raise IdempotencyUnavailable() from None
+            return
+        if not kept:
+            raise IdempotencyUnavailable()
 
     async def release(self, claim: Claim) -> None:
         """Give the key up (the request failed before or while running): a retry may run it

@@ -203,9 +203,12 @@ class ChatService:
                 # The claim's key and fingerprint go with the turn: whoever finishes it if its
                 # process dies stores the answer under the key (app/chat/orphans.py).
                 reference = None if claim is None else IdempotencyStore.reference(claim)
-                return await admission.prepare_turn(
+                turn = await admission.prepare_turn(
                     db, principal, body, self.settings, turn_id, idempotency_key=reference
                 )
+                if claim is not None:  # last: a claim that lapsed meanwhile rolls this back
+                    await self.guards.idempotency.confirm(claim)
+                return turn
         except BaseException:
             if claim is not None:
                 await self.guards.idempotency.release(claim)
@@ -225,10 +228,10 @@ class ChatService:
         deadline = time.monotonic() + settings.llm_timeout_seconds + 30
         record = claim.record
         store = self.guards.idempotency
-        renew = settings.turn_lease_renew_seconds
         while record["state"] != "done":
             left = deadline - time.monotonic()
-            waited = await store.wait_finished(claim, max(0.0, min(left, renew)))
+            wait = max(0.0, min(left, settings.turn_lease_renew_seconds))
+            waited = await store.wait_finished(claim, wait)
             if waited.record is not None:
                 record = waited.record
                 break

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
+
 import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.chat.idempotency import fingerprint
+from app.chat.schemas import ChatRequest
 from tests.chat_helpers import stream_chat, use_model
 from tests.factories import make_chatter, make_session
 from tests.fakes import ScriptedChatModel
@@ -53,3 +59,50 @@ async def test_after_the_session_is_deleted_its_answers_are_not_replayed(
     assert again.status_code == 200, again.text
     assert again.json()["session_id"] == str(fresh.id)
     assert len(model.answer_prompts()) == 2
+
+
+async def test_a_key_whose_first_request_died_before_recording_its_turn_is_free_soon(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The first request claimed its key and died before its turn was written (nobody can
+    finish a turn that does not exist): a retry is not held for a whole turn's lifetime; it
+    is told to retry once the claim's short admission lifetime has lapsed, and the next one
+    runs the request, once."""
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "answered at last")
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "are you there?"}
+    headers = {**owner.headers, "Idempotency-Key": "died-before-recording"}
+    store = app.state.resources.guards.idempotency
+    store.admission_ttl = 1
+
+    async def never_recorded(_turn: uuid.UUID) -> bool:
+        return False
+
+    dead = await store.claim(
+        tenant.id,
+        user.id,
+        "died-before-recording",
+        fingerprint("/chat", ChatRequest.model_validate(body)),
+        uuid.uuid4(),
+        never_recorded,
+    )
+    assert dead is not None and dead.won
+
+    started = time.monotonic()
+    waited = await client.post("/chat", json=body, headers=headers)
+    assert waited.status_code == 409, waited.text
+    assert waited.json()["error"]["code"] == "idempotent_request_failed"
+    assert time.monotonic() - started < 10  # the claim's lapse, not the 90 s turn deadline
+
+    model.token_delay = 0.5  # the run outlasts the admission lifetime
+    running = asyncio.create_task(client.post("/chat", json=body, headers=headers))
+    await asyncio.sleep(1.5)
+    assert not running.done()
+    assert await app.state.resources.redis.client.ttl(dead.key) > 1  # recorded: a turn's life
+    retried = await running
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["answer"].startswith("answered at last")
+    replayed = await client.post("/chat", json=body, headers=headers)
+    assert replayed.json()["turn_id"] == retried.json()["turn_id"]
+    assert len(model.answer_prompts()) == 1

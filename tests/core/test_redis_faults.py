@@ -204,3 +204,24 @@ async def test_a_retry_waiting_for_the_first_answer_is_told_what_it_found(
     server.stop()
     down = await store.wait_finished(Claim(second.key, False, second.record), 5)
     assert down.state == "unavailable"
+
+
+async def test_a_claim_lives_an_admission_until_its_turn_is_recorded_then_a_turn(
+    handle: RedisHandle,
+) -> None:
+    store = IdempotencyStore(handle, ttl_seconds=3600, running_ttl_seconds=120, admission_seconds=1)
+    recorded = await _claim(store, "recorded")
+    assert recorded is not None and recorded.won
+    assert await handle.client.ttl(recorded.key) == 1
+    await store.confirm(recorded)
+    assert 1 < await handle.client.ttl(recorded.key) <= 120
+
+    tenant, user = uuid.uuid4(), uuid.uuid4()
+    lapsed = await store.claim(tenant, user, "lapsed", "print", uuid.uuid4(), _exists)
+    assert lapsed is not None and lapsed.won
+    await asyncio.sleep(1.5)  # its process was too slow (or died): the key is free
+    retry = await store.claim(tenant, user, "lapsed", "print", uuid.uuid4(), _exists)
+    assert retry is not None and retry.won and retry.key == lapsed.key
+    with pytest.raises(IdempotencyUnavailable):
+        await store.confirm(lapsed)  # its admission rolls back: the retry runs the request
+    assert json.loads(await handle.client.get(retry.key) or "") == retry.record
