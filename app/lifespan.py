@@ -92,7 +92,7 @@ async def build_resources(settings: Settings) -> Resources:
     guards = ChatGuards.build(redis, settings)
     guards.streams.start_listening()
     finisher = OrphanFinisher(context, guards.streams.buffer, guards.idempotency)
-    guards.leases = TurnLeases(context, finisher, guards.streams.running)
+    guards.leases = TurnLeases(context, finisher, guards.streams.running, claims=guards.idempotency)
     guards.leases.start()
     return Resources(
         settings=settings,

@@ -32,7 +32,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -135,6 +135,11 @@ class IdempotencyStore:
         self.running_ttl = min(running_ttl_seconds, ttl_seconds)
         self.admission_ttl = min(admission_seconds, self.running_ttl)
         self._confirm = redis.client.register_script(_CONFIRM)
+        # The confirmed claims of this process's running turns, by key: renewed with the
+        # turns' leases, since a turn may outlast one running lifetime (slow model calls,
+        # their retries, tool rounds), and a key that lapsed under a live turn would let a
+        # retry run it a second time.
+        self._held: dict[str, Claim] = {}
         self._release = redis.client.register_script(_RELEASE)
         self._record_answer = redis.client.register_script(_RECORD_ANSWER)
 
@@ -215,12 +220,28 @@ class IdempotencyStore:
             return
         if not kept:
             raise IdempotencyUnavailable()
+        self._held[claim.key] = claim
+
+    async def renew_held(self, running: Collection[uuid.UUID]) -> None:
+        """Extend the claims of the turns this process still runs (`running`) by a running
+        lifetime, each only while its key still holds this process's claim; the others are
+        let go (their runs have ended: the finisher writes or releases them)."""
+        for key, claim in list(self._held.items()):
+            if claim.turn_id not in running:
+                self._held.pop(key, None)
+                continue
+            try:
+                await self._confirm(keys=[key], args=[claim.raw, self.running_ttl])
+            except (RedisError, OSError):  # the next round tries again; no pile of timeouts
+                logger.warning("could not renew the idempotency claims", exc_info=True)
+                return
 
     async def release(self, claim: Claim) -> None:
         """Give the key up (the request failed before or while running): a retry may run it
         again. Only this request's own running claim is removed; retried while Redis answers,
         and when it cannot be, the claim expires with its short running lifetime."""
         if claim.won:
+            self._held.pop(claim.key, None)
             await self._retried(
                 lambda: self._release(keys=[claim.key], args=[claim.raw]), "release"
             )
@@ -270,8 +291,10 @@ class IdempotencyStore:
             "state": "done",
             "response": response,
         }
-        await self._record_answer(
-            keys=[key], args=[str(turn_id), json.dumps(record, default=str), str(self.ttl)]
+        raw = json.dumps(record, default=str)
+        await self._retried(
+            lambda: self._record_answer(keys=[key], args=[str(turn_id), raw, str(self.ttl)]),
+            "orphan's answer",
         )
 
     def finisher(self, claim: Claim) -> Finisher:
@@ -283,10 +306,13 @@ class IdempotencyStore:
             if erased or terminal is None or terminal.name != "done":
                 await self.release(claim)  # failed: a retry may run it again
                 return
+            self._held.pop(claim.key, None)
             record = {**claim.record, "state": "done", "response": response_of(outcome)}
             raw = json.dumps(record, default=str)
+            # Only over this turn's own claim (or a lapsed key): never over a newer claim.
+            args = [claim.record["turn_id"], raw, str(self.ttl)]
             await self._retried(
-                lambda: self.redis.client.set(claim.key, raw, ex=self.ttl), "finished record"
+                lambda: self._record_answer(keys=[claim.key], args=args), "finished record"
             )
 
         return finish

@@ -5,7 +5,8 @@ A turn is admitted with a lease owned by its process (`query_history.lease_owner
 its running turns every `THREADLINE_TURN_LEASE_RENEW_SECONDS`, one statement per tenant. A
 process that dies stops renewing; once a pending turn's lease has expired, the sweep of any
 process (at start-up and every `THREADLINE_TURN_SWEEP_SECONDS`), a resuming client or a stop
-finishes it (app/chat/orphans.py).
+finishes it (app/chat/orphans.py). The same renewal keeps the running turns' Idempotency-Key
+claims (app/chat/idempotency.py) from lapsing under a turn that outlasts their lifetime.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
+from app.chat.idempotency import IdempotencyStore
 from app.chat.orphans import OrphanFinisher
 from app.chat.repository import Lease, TurnLeaseRepository, expired_leases
 from app.core.db import TENANT
@@ -35,9 +37,12 @@ class TurnLeases:
         context: TurnContext,
         finisher: OrphanFinisher,
         running: Callable[[], Collection[tuple[uuid.UUID, uuid.UUID]]],
+        claims: IdempotencyStore,
     ) -> None:
-        """`running` lists (tenant, turn) of the turns this process runs now."""
+        """`running` lists (tenant, turn) of the turns this process runs now; their
+        Idempotency-Key claims in `claims` are renewed with their leases."""
         self.context = context
+        self.claims = claims
         # The background jobs keep the process's own sessionmaker: tests route requests
         # through one connection (`Resources.use_sessionmaker`) that they must not share.
         self.sessionmaker = context.sessionmaker
@@ -77,6 +82,8 @@ class TurnLeases:
                         )
             except Exception:
                 logger.warning("could not renew turn leases", exc_info=True)
+        # After the leases, which other processes read: Redis trouble must not delay them.
+        await self.claims.renew_held({turn for turns in by_tenant.values() for turn in turns})
 
     async def sweep(self) -> int:
         """Finish the orphaned turns of every tenant (a bounded batch); how many."""

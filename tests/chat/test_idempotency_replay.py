@@ -106,3 +106,29 @@ async def test_a_key_whose_first_request_died_before_recording_its_turn_is_free_
     replayed = await client.post("/chat", json=body, headers=headers)
     assert replayed.json()["turn_id"] == retried.json()["turn_id"]
     assert len(model.answer_prompts()) == 1
+
+
+async def test_a_turn_that_outlasts_its_claims_lifetime_keeps_its_key(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """A slow model (long calls, retries, tool rounds) may keep a turn running past its
+    claim's running lifetime: the claim is renewed with the turn's lease, so a retry in the
+    meantime waits for the first answer instead of running the turn a second time."""
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "one two three four five six", token_delay=0.5)
+    use_model(app, model)
+    app.state.resources.guards.idempotency.running_ttl = 2  # the turn takes about 3 s
+    leases = app.state.resources.guards.leases
+    body = {"session_id": str(chat.id), "message": "take your time"}
+    headers = {**owner.headers, "Idempotency-Key": "outlasts-its-claim"}
+
+    first = asyncio.create_task(client.post("/chat", json=body, headers=headers))
+    for _ in range(10):  # the lease timer's renewals, at a test's pace
+        await asyncio.sleep(0.25)
+        await leases.renew()
+    assert not first.done()  # 2.5 s in: past the claim's lifetime, still running
+    retried = await client.post("/chat", json=body, headers=headers)
+    answered = await first
+    assert answered.status_code == retried.status_code == 200, (answered.text, retried.text)
+    assert retried.json()["turn_id"] == answered.json()["turn_id"]
+    assert len(model.answer_prompts()) == 1

@@ -225,3 +225,19 @@ async def test_a_claim_lives_an_admission_until_its_turn_is_recorded_then_a_turn
     with pytest.raises(IdempotencyUnavailable):
         await store.confirm(lapsed)  # its admission rolls back: the retry runs the request
     assert json.loads(await handle.client.get(retry.key) or "") == retry.record
+
+
+async def test_held_claims_are_renewed_only_while_their_turns_run(handle: RedisHandle) -> None:
+    store = IdempotencyStore(handle, ttl_seconds=3600, running_ttl_seconds=3, admission_seconds=1)
+    running, ended = await _claim(store, "running"), await _claim(store, "ended")
+    assert running is not None and ended is not None
+    await store.confirm(running)
+    await store.confirm(ended)
+    await asyncio.sleep(1.1)
+    await store.renew_held({running.turn_id})  # the other turn's run has ended
+    assert await handle.client.ttl(running.key) == 3
+    assert await handle.client.ttl(ended.key) <= 2
+
+    await handle.client.set(running.key, "a newer claim")  # it lapsed and was claimed again
+    await store.renew_held({running.turn_id})
+    assert await handle.client.ttl(running.key) == -1  # left as the newer claim set it
