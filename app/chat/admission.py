@@ -38,7 +38,7 @@ async def prepare_turn(
     requested = list(dict.fromkeys(body.attachment_ids))
     await _require_own_attachments(db, principal, requested)
     stored_query = anonymize(query).text if settings.pii_anonymize else query
-    active = await TurnRepository(db, principal.tenant_id).admit(
+    admitted = await TurnRepository(db, principal.tenant_id).admit(
         turn_id=turn_id,
         session_id=body.session_id,
         user_id=principal.user_id,
@@ -47,7 +47,7 @@ async def prepare_turn(
         lease_seconds=settings.turn_lease_seconds,
         idempotency_key=idempotency_key,
     )
-    if active is None:  # unknown and foreign alike
+    if admitted is None:  # unknown and foreign alike
         raise NotFound("No such session.", code="session_not_found")
     return PreparedTurn(
         tenant_id=principal.tenant_id,
@@ -56,8 +56,9 @@ async def prepare_turn(
         turn_id=turn_id,
         messages=messages,
         attachment_ids=requested,
-        session_attachment_ids=active,
+        session_attachment_ids=admitted.active,
         stored_query=stored_query,
+        finished_turns=admitted.finished,
     )
 
 

@@ -73,6 +73,8 @@ class PreparedTurn:
     """The attachments already active in the session when the turn was admitted."""
     stored_query: str
     """The user's message as stored (anonymised when configured)."""
+    finished_turns: int = -1
+    """The session's finished turns at admission (-1: not counted)."""
     started_at: float = field(default_factory=time.time)
     ending: dict[str, Any] = field(default_factory=dict, compare=False)
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
@@ -143,6 +145,7 @@ class TurnRunner:
             attachment_ids=[str(a) for a in turn.attachment_ids],
             session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
             stored_query=turn.stored_query,
+            finished_turns=turn.finished_turns,
             started_at=turn.started_at,
             stream_tokens=stream_tokens,
         )

@@ -67,7 +67,8 @@ class TurnState(TypedDict):
     """The session's newest finished turns as loaded (the history cache's view), so persist
     can extend the cached snapshot without reading them again."""
     finished_turns: int
-    """How many finished turns the session had when history was loaded."""
+    """How many finished turns the session had at admission (-1: not counted), then when
+    history was loaded."""
     # --- resolve_attachments --------------------------------------------------------------
     active_attachment_ids: Working[list[str]]
     # --- classify -------------------------------------------------------------------------
@@ -110,6 +111,7 @@ def initial_state(
     session_attachment_ids: list[str],
     stored_query: str,
     started_at: float,
+    finished_turns: int = -1,
     stream_tokens: bool = True,
 ) -> TurnState:
     """The complete state a turn starts from."""
@@ -133,7 +135,7 @@ def initial_state(
         summarized_turns=0,
         awaiting_summary=0,
         recent_turns=[],
-        finished_turns=0,
+        finished_turns=finished_turns,
         active_attachment_ids=[],
         query_composition="chat",
         composition_confidence=0.0,

@@ -104,13 +104,22 @@ class HistoryStore:
         )
 
     async def load(
-        self, db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID
+        self,
+        db: AsyncSession,
+        tenant_id: uuid.UUID,
+        session_id: uuid.UUID,
+        expected_total: int = -1,
     ) -> tuple[HistorySnapshot, str]:
-        """The snapshot, and where it came from ("cache" or "database")."""
+        """The snapshot, and where it came from ("cache" or "database"). A cached snapshot
+        that does not count `expected_total` finished turns (the database's count, when the
+        caller has it) is stale — the write after a turn's commit failed, or its process died
+        in between — and is read again from the database."""
         key = self.key(tenant_id, session_id)
         cached = await self._cached(key)
-        if cached is not None:
+        if cached is not None and expected_total in (-1, cached["total"]):
             return cached, "cache"
+        if cached is not None:
+            logger.info("stale history cache", extra={"session": str(session_id)})
         snapshot = await self._from_database(db, tenant_id, session_id)
         await self._store(key, snapshot)
         return snapshot, "database"

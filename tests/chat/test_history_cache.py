@@ -59,3 +59,29 @@ async def test_the_cache_extended_turn_by_turn_equals_a_rebuild_from_postgres(
     rebuilt = await history.snapshot(db, tenant.id, chat.id)
     assert cached == rebuilt
     assert rebuilt["total"] == 7 and rebuilt["summarized_turns"] > 0 and rebuilt["summary"]
+
+
+@pytest.mark.committed
+async def test_a_stale_cached_history_is_read_again_from_postgres(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The cache write after a turn's commit failed (a Redis blip, or the process died in
+    between): the next turn still sees that turn, since the cached snapshot does not count
+    what the admission counted."""
+    history = app.state.resources.history
+    redis = app.state.resources.redis.client
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "Answered from the documents.")
+    use_model(app, model)
+    key = history.key(tenant.id, chat.id)
+    assert (await ask(client, owner, chat, "What is the refund window?")).status_code == 200
+    before = await redis.get(key)
+    assert before is not None
+    assert (await ask(client, owner, chat, "And for gift cards bought abroad?")).status_code == 200
+    await redis.set(key, before)  # as if the second turn's cache write had failed
+
+    assert (await ask(client, owner, chat, "Anything else to know?")).status_code == 200
+    prompt = " ".join(str(m.content) for m in model.answer_prompts()[-1])
+    assert "And for gift cards bought abroad?" in prompt
+    cached, source = await history.load(db, tenant.id, chat.id)
+    assert source == "cache" and cached["total"] == 3  # the cache is right again

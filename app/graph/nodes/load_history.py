@@ -69,7 +69,9 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session
     async with ctx.transaction(tenant) as db:
-        snapshot, source = await ctx.history.load(db, tenant, session)
+        snapshot, source = await ctx.history.load(
+            db, tenant, session, expected_total=state["finished_turns"]
+        )
     uncovered, awaiting = split_window(
         snapshot["turns"], snapshot["total"], ctx.history.limit, snapshot["summarized_turns"]
     )

@@ -44,7 +44,10 @@ _ADMIT = (
            ARRAY(SELECT attachment_id FROM session_attachments
                  WHERE tenant_id = :tenant AND session_id = :session
                    AND EXISTS (SELECT 1 FROM owned)
-                 ORDER BY created_at) AS active
+                 ORDER BY created_at) AS active,
+           (SELECT count(*) FROM query_history
+            WHERE tenant_id = :tenant AND session_id = :session
+              AND status = ANY(:finished)) AS finished
     """
     )
     .bindparams(
@@ -56,8 +59,13 @@ _ADMIT = (
         bindparam("idempotency_key", type_=Text),
         bindparam("lease_owner", type_=Text),
         bindparam("lease_seconds", type_=Float),
+        bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
     )
-    .columns(column("admitted", Integer), column("active", ARRAY(UUID(as_uuid=True))))
+    .columns(
+        column("admitted", Integer),
+        column("active", ARRAY(UUID(as_uuid=True))),
+        column("finished", Integer),
+    )
 )
 
 # The count runs on the statement's snapshot: it does not see this turn as finished yet. The
@@ -91,6 +99,15 @@ _COMPLETE = text(
     bindparam("metadata", type_=JSONB),
     bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
 )
+
+
+class Admitted(NamedTuple):
+    """What admitting a turn tells its caller about the session."""
+
+    active: list[uuid.UUID]
+    """The attachments already active in the session."""
+    finished: int
+    """Its finished turns (what its cached history must count, or it is stale)."""
 
 
 class Completed(NamedTuple):
@@ -178,9 +195,10 @@ class TurnRepository(TenantRepository[QueryHistory]):
         attachment_ids: list[uuid.UUID],
         lease_seconds: float = 30.0,
         idempotency_key: str | None = None,
-    ) -> list[uuid.UUID] | None:
+    ) -> Admitted | None:
         """Record a new pending turn if the session is the user's, in one statement, and
-        return the session's active attachments; None if the session is not theirs.
+        return the session's active attachments and finished turns; None if the session is
+        not theirs.
 
         The turn is leased to this process for `lease_seconds` (renewed while it runs, see
         app/chat/leases.py); `idempotency_key` is the Redis key of its claim and the
@@ -204,7 +222,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 },
             )
         ).one()
-        return list(row.active) if row.admitted else None
+        return Admitted(list(row.active), row.finished) if row.admitted else None
 
     async def complete(
         self,
