@@ -221,10 +221,17 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", f"{where}: {first['msg']}", details=errors)
 
 
+_UNPARSEABLE_BODY = "There was an error parsing the body"
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _STATUS_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "Request failed."
+    if exc.status_code == 400 and message == _UNPARSEABLE_BODY:
+        # FastAPI's answer to a body json.loads could not read for another reason than a
+        # syntax error (invalid UTF-8, nesting deeper than the parser's recursion limit).
+        code, message = "malformed_json", "The request body is not valid JSON."
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
         headers["Allow"] = ", ".join(_allowed_methods(request))
@@ -247,18 +254,25 @@ def _allowed_methods(request: Request) -> list[str]:
     ]
 
 
+INVALID_DATA = (
+    "The request contains a value the database cannot store "
+    "(for example a NUL character or an out-of-range number)."
+)
+
+
+def is_data_error(exc: DBAPIError) -> bool:
+    """A value the database refused to store (SQLSTATE class 22, data exception: a NUL
+    character in a text value, an out-of-range number): the client's input, not a fault."""
+    return str(getattr(exc.orig, "sqlstate", "") or "").startswith("22")
+
+
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DBAPIError)
     if is_db_unavailable(exc):
         return await _database_unavailable(request, exc)
     sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
-    if sqlstate.startswith("22"):  # data exception: e.g. a NUL character in a text value
-        return error_response(
-            422,
-            "invalid_data",
-            "The request contains a value the database cannot store "
-            "(for example a NUL character or an out-of-range number).",
-        )
+    if is_data_error(exc):
+        return error_response(422, "invalid_data", INVALID_DATA)
     logger.error("database error", extra={"sqlstate": sqlstate}, exc_info=exc)
     return error_response(500, "internal_error", "Internal server error.")
 

@@ -28,6 +28,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field
+from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -35,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 from app.audit.schemas import AuditTurnRecord
 from app.chat.deps import get_chat_service
 from app.chat.schemas import MAX_MESSAGE_CHARS, NOT_BLANK
-from app.core.errors import AppError, error_response
+from app.core.errors import INVALID_DATA, AppError, error_response, is_data_error
 from app.knowledge.schemas import SearchOut
 from app.mcp_server.auth import ApiKeyGate, principal_of
 from app.mcp_server.tools import Answer, Toolbox
@@ -80,6 +81,10 @@ async def _run(ctx: Context, call: Callable[[Toolbox], Awaitable[T]]) -> T:
         return await call(await _toolbox(ctx))
     except AppError as exc:
         raise ToolError(f"{exc.message} ({exc.code})") from None
+    except DBAPIError as exc:
+        if is_data_error(exc):  # a NUL character in a query, as `/kb/search` says with 422
+            raise ToolError(f"{INVALID_DATA} (invalid_data)") from None
+        raise
 
 
 @contextmanager
@@ -246,7 +251,10 @@ def install_mcp(app: FastAPI, lifespan: Lifespan) -> Lifespan:
         Route(
             PATH,
             endpoint=ApiKeyGate(endpoint),
-            methods=["GET", "POST", "DELETE"],
+            # No GET: a stateless server has no stream of its own to offer, and the GET
+            # stream the transport would open is never fed; the specification's answer for
+            # such a server is 405 (JSON here, with `Allow`).
+            methods=["POST", "DELETE"],
             include_in_schema=False,
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,12 +22,17 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
     assert error["request_id"] == response.headers["x-request-id"]
 
 
-async def test_malformed_json_is_400(client: httpx.AsyncClient, db: AsyncSession) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [b'{"title": ', b'{"title": "\xff"}', b"[" * 100_000],
+    ids=["cut short", "invalid UTF-8", "nested past the parser's depth"],
+)
+async def test_malformed_json_is_400(
+    client: httpx.AsyncClient, db: AsyncSession, body: bytes
+) -> None:
     owner = await login(client, await make_user(db, await make_tenant(db)))
     response = await client.post(
-        "/sessions",
-        content=b'{"title": ',
-        headers={**owner.headers, "content-type": "application/json"},
+        "/sessions", content=body, headers={**owner.headers, "content-type": "application/json"}
     )
     assert_error(response, 400, "malformed_json")
 

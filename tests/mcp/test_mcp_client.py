@@ -184,6 +184,21 @@ async def test_wrong_argument_types_are_a_tool_error_and_store_nothing(world: Wo
     assert await world.sessions(world.a.tenant_id) == sessions
 
 
+async def test_a_nul_character_in_a_tool_argument_is_invalid_data(world: World) -> None:
+    async with mcp_session(world, world.a.admin_key) as session:
+        search = await session.call_tool("search_knowledge", {"query": "refunds\u0000policy"})
+    assert "invalid_data" in error_text(search)
+
+
+async def test_get_is_405_not_a_stream_that_never_answers(world: World) -> None:
+    headers = {"X-API-Key": world.a.member_key, "Accept": "text/event-stream"}
+    async with httpx.AsyncClient(base_url=world.url, timeout=10) as client:
+        response = await client.get("/mcp", headers=headers)
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
+    assert set(response.headers["allow"].split(", ")) == {"POST", "DELETE"}
+
+
 async def test_mcp_needs_an_api_key(world: World) -> None:
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
