@@ -25,8 +25,9 @@ class Attachment(TenantOwned, DocumentColumns, Timestamped, Base):
     )
 
     user_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
-    text: Mapped[str | None] = mapped_column(Text)
-    """Extracted, sanitised text."""
+    text: Mapped[str | None] = mapped_column(Text, deferred=True)
+    """Extracted, sanitised text (deferred: up to `max_document_chars`, read by its column
+    where it is needed, never with a row shown in a listing)."""
 
 
 # The ingestion recovery scans only in-flight rows (migration 0017).

@@ -3,10 +3,13 @@ deleted with everything derived from them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
@@ -167,3 +170,32 @@ async def test_a_turn_waits_for_processing_up_to_the_limit(
     turn = await ask(client, owner, chat, "read it", [response.json()["id"]])
     assert turn.status_code == 409
     assert turn.json()["error"]["code"] == "attachment_not_ready"
+
+
+async def test_showing_attachments_never_reads_their_text(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """An attachment's text may be 30 M characters: listing a session's attachments or
+    showing one reads their status, never that text."""
+    user = await make_user(db, await make_tenant(db))
+    owner = await login(client, user)
+    chat = await make_session(db, user)
+    attachment = await _attach(app, client, owner, "contract.pdf", CONTRACT)
+    link = f"/sessions/{chat.id}/attachments/{attachment}"
+    linked = await client.put(link, headers=owner.headers)
+    assert linked.status_code == 204, linked.text
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        listed = await client.get(f"/sessions/{chat.id}/attachments", headers=owner.headers)
+        shown = await client.get(f"/attachments/{attachment}", headers=owner.headers)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert [a["id"] for a in listed.json()["items"]] == [attachment]
+    assert shown.json()["status"] == "ready"
+    reads = [s for s in statements if "FROM attachments" in s]
+    assert reads and not any("attachments.text" in s for s in reads), reads
