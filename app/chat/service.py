@@ -21,22 +21,19 @@ from typing import Any
 from app.auth.principal import Principal
 from app.chat import admission
 from app.chat.admission import Opening
-from app.chat.events import DoneEvent
 from app.chat.guards import ChatGuards
 from app.chat.idempotency import Claim, IdempotencyStore, fingerprint
 from app.chat.leases import TurnLeases
+from app.chat.replay import first_request_failed, stored_events
 from app.chat.runner import PreparedTurn, TurnRunner
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
 from app.chat.streaming.resume import Settle, check_resumable, resumed_stream
 from app.chat.streaming.run import Finisher, event_stream
-from app.chat.streaming.sse import format_event
 from app.config import Settings
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.embeddings.base import prefetch
 from app.observability import metrics
 from app.turns.repository import TurnRepository
-
-_JOIN_ATTEMPTS = 100
 
 
 @dataclass(frozen=True)
@@ -236,27 +233,33 @@ class ChatService:
                 record = waited.record
                 break
             if waited.state != "running" or left <= 0:  # released, Redis down, or too long
-                raise Conflict(
-                    "The first request with this Idempotency-Key did not finish; retry.",
-                    code="idempotent_request_failed",
-                )
+                raise first_request_failed()
             await self._leases().settle(principal.tenant_id, claim.turn_id)
         metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
         return ChatResponse.model_validate(record["response"])
 
     async def _joined_stream(self, principal: Principal, claim: Claim) -> AsyncIterator[bytes]:
         """A retried stream: the first request's events from its buffer (all of them, then the
-        live rest); when the buffer has expired, the stored answer as one token."""
-        for attempt in range(_JOIN_ATTEMPTS):
+        live rest); when the buffer has expired, the stored answer as one token. While the
+        first request is still being admitted there is no buffer yet: it is waited for as
+        long as a claim may wait for its turn to be recorded; a first request that failed or
+        died before is a 409 (retry), as for `/chat`."""
+        store = self.guards.idempotency
+        deadline = time.monotonic() + store.admission_ttl
+        record: dict[str, Any] | None = claim.record
+        while True:
             try:
                 await check_resumable(self.guards.streams, principal, claim.turn_id)
                 break
             except NotFound:
-                if claim.record["state"] == "done":
-                    return _stored_events(claim.record["response"])
-                if attempt == _JOIN_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.05)  # the first request has claimed but not yet started
+                if record is not None and record["state"] == "done":
+                    return stored_events(record["response"])
+                waited = await store.wait_finished(claim, 0)  # one read of the key
+                record = waited.record
+                if waited.state in ("released", "unavailable") or time.monotonic() > deadline:
+                    raise first_request_failed() from None
+                if record is None:
+                    await asyncio.sleep(0.05)  # claimed, not yet started
         return _counted(self._follow(principal, claim.turn_id, 0))
 
     def _follow(self, principal: Principal, turn_id: uuid.UUID, after: int) -> AsyncIterator[bytes]:
@@ -288,12 +291,3 @@ async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         metrics.STREAMS_ACTIVE.dec()
-
-
-async def _stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
-    """A stored `/chat` answer as a stream: meta, the whole answer as one token, sources, done."""
-    meta = {k: response[k] for k in ("session_id", "turn_id", "query_composition")}
-    yield format_event(1, "meta", meta)
-    yield format_event(2, "token", {"text": response["answer"]})
-    yield format_event(3, "sources", {"sources": response["sources"]})
-    yield format_event(4, "done", DoneEvent.replayed(response).data())

@@ -61,8 +61,9 @@ async def test_after_the_session_is_deleted_its_answers_are_not_replayed(
     assert len(model.answer_prompts()) == 2
 
 
+@pytest.mark.parametrize("endpoint", ["/chat", "/chat/stream"])
 async def test_a_key_whose_first_request_died_before_recording_its_turn_is_free_soon(
-    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, endpoint: str
 ) -> None:
     """The first request claimed its key and died before its turn was written (nobody can
     finish a turn that does not exist): a retry is not held for a whole turn's lifetime; it
@@ -83,17 +84,27 @@ async def test_a_key_whose_first_request_died_before_recording_its_turn_is_free_
         tenant.id,
         user.id,
         "died-before-recording",
-        fingerprint("/chat", ChatRequest.model_validate(body)),
+        fingerprint(endpoint, ChatRequest.model_validate(body)),
         uuid.uuid4(),
         never_recorded,
     )
     assert dead is not None and dead.won
 
     started = time.monotonic()
-    waited = await client.post("/chat", json=body, headers=headers)
+    if endpoint == "/chat":
+        waited = await client.post("/chat", json=body, headers=headers)
+    else:  # no buffer to join: waited for while the claim may be admitting, then 409
+        waited, _events, _ = await stream_chat(client, headers, body)
+        await waited.aread()
     assert waited.status_code == 409, waited.text
     assert waited.json()["error"]["code"] == "idempotent_request_failed"
     assert time.monotonic() - started < 10  # the claim's lapse, not the 90 s turn deadline
+    if endpoint == "/chat/stream":
+        response, events, _ = await stream_chat(client, headers, body)
+        assert response.status_code == 200 and events[-1].name == "done"
+        assert events[-1].data["answer"].startswith("answered at last")
+        assert len(model.answer_prompts()) == 1
+        return
 
     model.token_delay = 0.5  # the run outlasts the admission lifetime
     running = asyncio.create_task(client.post("/chat", json=body, headers=headers))
