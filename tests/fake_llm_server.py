@@ -3,7 +3,8 @@ process (`THREADLINE_LLM=openai-compatible`): the model is faked at the provider
 over HTTP, as `tests/fakes.py` fakes it in-process.
 
 `POST /v1/chat/completions` answers with the pieces an `Answer` chooses for the prompt,
-streamed one chunk per piece after its delay (with `stream: true`), or whole at once.
+streamed one chunk per piece after its delay (with `stream: true`), or whole: at once, or
+with `paced_whole` after all the delays (as slow as a real model that does not stream).
 `fake_llm_server` answers `words` words ("w0 w1 …"); the browser tests serve their own
 answers through `serve_model` (tests/web/fake_model.py).
 """
@@ -54,8 +55,9 @@ def _chunk(content: str | None, finish: str | None = None, usage: Any = None) ->
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
-def build_app(answer: Answer) -> Starlette:
-    """The fake model's application, answering each prompt as `answer` says."""
+def build_app(answer: Answer, *, paced_whole: bool = False) -> Starlette:
+    """The fake model's application, answering each prompt as `answer` says; with
+    `paced_whole`, a whole (non-streamed) answer takes as long as its stream would."""
 
     async def completions(request: Request) -> Response:
         body = await request.json()
@@ -66,7 +68,9 @@ def build_app(answer: Answer) -> Starlette:
             "total_tokens": 10 + len(pieces),
             "prompt_tokens_details": {"cached_tokens": CACHED_PROMPT_TOKENS},
         }
-        if not body.get("stream"):  # summaries and rewrites ask for the whole text at once
+        if not body.get("stream"):  # summaries, rewrites and `/chat` ask for the whole text
+            if paced_whole:  # a model is no faster for not streaming
+                await asyncio.sleep(delay * len(pieces))
             message = {"role": "assistant", "content": "".join(pieces)}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
             return JSONResponse(
@@ -94,11 +98,15 @@ def build_app(answer: Answer) -> Starlette:
 
 
 @contextmanager
-def serve_model(answer: Answer) -> Iterator[str]:
+def serve_model(answer: Answer, *, paced_whole: bool = False) -> Iterator[str]:
     """Serve a fake model answering as `answer` says, in a thread; yields its base URL (…/v1)."""
     port = free_port()
     config = uvicorn.Config(
-        build_app(answer), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        build_app(answer, paced_whole=paced_whole),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -115,7 +123,11 @@ def serve_model(answer: Answer) -> Iterator[str]:
 
 
 @contextmanager
-def fake_llm_server(words: int = 200, token_delay: float = 0.05) -> Iterator[str]:
-    """Serve a model answering `words` words, one every `token_delay` s; yields its base URL."""
-    with serve_model(lambda _prompt: (answer_words(words), token_delay)) as url:
+def fake_llm_server(
+    words: int = 200, token_delay: float = 0.05, *, paced_whole: bool = False
+) -> Iterator[str]:
+    """Serve a model answering `words` words, one every `token_delay` s (`paced_whole`: a
+    non-streamed answer too, whole at the end); yields its base URL."""
+    pieces = answer_words(words)
+    with serve_model(lambda _prompt: (pieces, token_delay), paced_whole=paced_whole) as url:
         yield url

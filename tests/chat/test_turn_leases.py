@@ -46,7 +46,10 @@ QUESTION = "Tell me about the quarterly numbers of project Apollo."
 
 @pytest.fixture(scope="module")
 def slow_model() -> Iterator[str]:
-    with fake_llm_server(words=WORDS, token_delay=0.05) as url:
+    # `/chat` asks for its answer whole: that takes the 20 s too, so the `/chat` turn is still
+    # generating when the process is killed (an instant answer raced the kill: the turn could
+    # be stored complete before it, its idempotency record still `running`).
+    with fake_llm_server(words=WORDS, token_delay=0.05, paced_whole=True) as url:
         yield url
 
 
