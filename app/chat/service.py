@@ -1,5 +1,5 @@
 """A chat turn's lifecycle behind the endpoints: the idempotency claim, admission, the run,
-the replay of a retried request, resume and stop.
+the replay of a retried request (app/chat/replay.py), resume and stop.
 
 The service owns its transactions: each step that reads or writes the database (the claim's
 check that a replayed turn still exists, admission, the stop's look-up) runs in a short
@@ -11,7 +11,6 @@ transactions too.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from app.chat.admission import Opening
 from app.chat.guards import ChatGuards
 from app.chat.idempotency import Claim, IdempotencyStore, fingerprint
 from app.chat.leases import TurnLeases
-from app.chat.replay import first_request_failed, stored_events
+from app.chat.replay import RetryReplay
 from app.chat.runner import PreparedTurn, TurnRunner
 from app.chat.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
 from app.chat.streaming.resume import Settle, check_resumable, resumed_stream
@@ -51,6 +50,7 @@ class ChatService:
         self.settings = settings
         self.guards = guards
         self.runner = runner
+        self.replay = RetryReplay(settings, guards, runner.context)
 
     async def answer(
         self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
@@ -61,7 +61,7 @@ class ChatService:
         if claim is not None and not claim.won:
             # A retry may wait a whole model call for the first answer: it holds no pooled
             # connection meanwhile, or a burst of retries starves the pool.
-            return await self._stored_answer(principal, claim)
+            return await self.replay.answer(principal, claim)
         turn = await self._admit(principal, body, claim, turn_id, opening)
         run = self.guards.streams.start(
             turn,
@@ -101,7 +101,10 @@ class ChatService:
         claim = await self._claim(principal, key, "/chat/stream", body, turn_id)
         if claim is not None and not claim.won:
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
-            return StartedStream(claim.turn_id, await self._joined_stream(principal, claim))
+            stored = await self.replay.join(principal, claim)
+            if stored is not None:
+                return StartedStream(claim.turn_id, stored)
+            return StartedStream(claim.turn_id, _counted(self._follow(principal, claim.turn_id, 0)))
         turn = await self._admit(principal, body, claim, turn_id, opening)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
@@ -216,51 +219,6 @@ class ChatService:
         if claim is None:
             return (guards.account,)
         return (guards.account, guards.idempotency.finisher(claim))
-
-    async def _stored_answer(self, principal: Principal, claim: Claim) -> ChatResponse:
-        """A retry of a `/chat` request: the first one's answer, once it has one. If the first
-        request's process died, its turn is finished here once its lease has expired (and its
-        record then holds the partial answer)."""
-        settings = self.settings
-        deadline = time.monotonic() + settings.llm_timeout_seconds + 30
-        record = claim.record
-        store = self.guards.idempotency
-        while record["state"] != "done":
-            left = deadline - time.monotonic()
-            wait = max(0.0, min(left, settings.turn_lease_renew_seconds))
-            waited = await store.wait_finished(claim, wait)
-            if waited.record is not None:
-                record = waited.record
-                break
-            if waited.state != "running" or left <= 0:  # released, Redis down, or too long
-                raise first_request_failed()
-            await self._leases().settle(principal.tenant_id, claim.turn_id)
-        metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
-        return ChatResponse.model_validate(record["response"])
-
-    async def _joined_stream(self, principal: Principal, claim: Claim) -> AsyncIterator[bytes]:
-        """A retried stream: the first request's events from its buffer (all of them, then the
-        live rest); when the buffer has expired, the stored answer as one token. While the
-        first request is still being admitted there is no buffer yet: it is waited for as
-        long as a claim may wait for its turn to be recorded; a first request that failed or
-        died before is a 409 (retry), as for `/chat`."""
-        store = self.guards.idempotency
-        deadline = time.monotonic() + store.admission_ttl
-        record: dict[str, Any] | None = claim.record
-        while True:
-            try:
-                await check_resumable(self.guards.streams, principal, claim.turn_id)
-                break
-            except NotFound:
-                if record is not None and record["state"] == "done":
-                    return stored_events(record["response"])
-                waited = await store.wait_finished(claim, 0)  # one read of the key
-                record = waited.record
-                if waited.state in ("released", "unavailable") or time.monotonic() > deadline:
-                    raise first_request_failed() from None
-                if record is None:
-                    await asyncio.sleep(0.05)  # claimed, not yet started
-        return _counted(self._follow(principal, claim.turn_id, 0))
 
     def _follow(self, principal: Principal, turn_id: uuid.UUID, after: int) -> AsyncIterator[bytes]:
         settings = self.settings

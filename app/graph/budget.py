@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.text import snippet
 from app.graph.source_framing import source_block as quoted_sources
 from app.graph.state import Composition
 from app.llm.tokens import count_tokens, truncate_to_tokens
@@ -71,6 +72,22 @@ class BuiltContext:
 def summary_message(summary: str) -> str:
     """The running summary as its own system message, after the instructions."""
     return f"Summary of the earlier conversation:\n{summary}"
+
+
+def manifest_source(source: SourceRef, tokens: int) -> dict[str, Any]:
+    """A source as the turn's manifest records it: what the answer's `[n]` points at, with the
+    preview the client was shown, so the stored turn alone can be shown (and replayed to an
+    idempotent retry) as it was answered."""
+    return {
+        "n": source["n"],
+        "id": source["id"],
+        "kind": source["kind"],
+        "source_id": source["source_id"],
+        "title": source["title"],
+        "score": source["score"],
+        "tokens": tokens,
+        "snippet": snippet(source["text"]),
+    }
 
 
 def token_budget(settings: BudgetSettings, results: int) -> int:
@@ -248,10 +265,7 @@ def build_context(
             "attachment": doc_tokens,
             "history": history_tokens,
         },
-        "sources": [
-            {"id": p["id"], "kind": p["kind"], "score": p["score"], "tokens": t}
-            for p, _, t in chosen
-        ],
+        "sources": [manifest_source(s, t) for s, (_, _, t) in zip(sources, chosen, strict=True)],
         "history_turns_included": len(kept),
         "history_turn_ids": [t["turn_id"] for t in kept],
         "summary_included": use_summary,

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.idempotency import fingerprint
 from app.chat.schemas import ChatRequest
+from app.core.db import scope_to_tenant
+from app.models import QueryHistory
 from tests.chat_helpers import stream_chat, use_model
 from tests.factories import make_chatter, make_session
 from tests.fakes import ScriptedChatModel
@@ -143,3 +148,55 @@ async def test_a_turn_that_outlasts_its_claims_lifetime_keeps_its_key(
     assert answered.status_code == retried.status_code == 200, (answered.text, retried.text)
     assert retried.json()["turn_id"] == answered.json()["turn_id"]
     assert len(model.answer_prompts()) == 1
+
+
+@pytest.mark.parametrize("endpoint", ["/chat", "/chat/stream"])
+async def test_a_stored_turn_whose_answer_never_reached_its_key_is_replayed_from_its_row(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, endpoint: str
+) -> None:
+    """The first request's process stored the turn and died (or lost Redis) before writing
+    its answer under the key: a retry gets that turn's answer from its row, at once, and the
+    key records it; the model is never asked twice."""
+    tenant, user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: "Stored, never recorded [1].")
+    use_model(app, model)
+    body = {"session_id": str(chat.id), "message": "is it stored?"}
+    headers = {**owner.headers, "Idempotency-Key": "never-recorded"}
+    if endpoint == "/chat":
+        first = (await client.post("/chat", json=body, headers=headers)).json()
+    else:
+        response, events, _ = await stream_chat(client, headers, body)
+        assert response.status_code == 200 and events[-1].name == "done"
+        first = {"turn_id": response.headers["x-turn-id"], **events[-1].data}
+    redis = app.state.resources.redis.client
+    key = app.state.resources.guards.idempotency.key(tenant.id, user.id, "never-recorded")
+    stored = json.loads(await redis.get(key))
+    running = {"fingerprint": stored["fingerprint"], "turn_id": stored["turn_id"]}
+    await redis.set(key, json.dumps({**running, "state": "running"}))  # the write never came
+    buffered = [k async for k in redis.scan_iter(match=f"*stream:{first['turn_id']}*")]
+    if buffered:  # a stream's buffer has expired too
+        await redis.delete(*buffered)
+    await scope_to_tenant(db, tenant.id)
+    await db.execute(  # and its owner's lease ran out long ago
+        update(QueryHistory)
+        .where(QueryHistory.id == uuid.UUID(first["turn_id"]))
+        .values(lease_expires_at=func.now() - timedelta(minutes=5))
+    )
+    await db.commit()
+
+    started = time.monotonic()
+    if endpoint == "/chat":
+        retried = await client.post("/chat", json=body, headers=headers)
+        assert retried.status_code == 200, retried.text
+        replayed = retried.json()
+        assert replayed["sources"] == first["sources"]
+    else:
+        response, events, _ = await stream_chat(client, headers, body)
+        assert response.status_code == 200, response.text
+        assert [e.name for e in events] == ["meta", "token", "sources", "done"]
+        replayed = {"turn_id": response.headers["x-turn-id"], **events[-1].data}
+    assert time.monotonic() - started < 10
+    assert (replayed["turn_id"], replayed["answer"]) == (first["turn_id"], first["answer"])
+    assert replayed["status"] == "complete"
+    assert len(model.answer_prompts()) == 1
+    assert json.loads(await redis.get(key))["state"] == "done"

@@ -21,6 +21,7 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
+from app.graph.budget import manifest_source
 from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
@@ -118,15 +119,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         "model": ctx.responder.model_name,
         "prompt_cache": {"cached_prompt_tokens": usage.get("cached_prompt_tokens", 0)},
         "query_composition": refined.composition,
-        "sources": [
-            {
-                "id": s["id"],
-                "kind": s["kind"],
-                "score": s["score"],
-                "tokens": count_tokens(s["text"]),
-            }
-            for s in state["sources"]
-        ],
+        "sources": [manifest_source(s, count_tokens(s["text"])) for s in state["sources"]],
     }
     if searched is not None:  # the model's standalone query is this path's reformulation
         metadata["reformulated_query"] = searched

@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
+from app.graph.budget import manifest_source
 from app.graph.context import TurnContext
 from app.graph.state import TurnState, public_triage
 from app.llm.tokens import count_tokens
@@ -57,10 +58,7 @@ async def answer_early(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
         "truncation_applied": False,
         "source_distribution": {"kb": 0, "attachment": 0, "history": 0},
         "quality_score": 1.0 if sources else 0.0,
-        "sources": [
-            {"id": s["id"], "kind": s["kind"], "score": s["score"], "tokens": tokens}
-            for s in sources
-        ],
+        "sources": [manifest_source(s, tokens) for s in sources],
         "history_turns_included": 0,
         "reformulated_query": None,
         "active_attachment_ids": state["active_attachment_ids"],
