@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +55,23 @@ async def read_upload(file: UploadFile, max_bytes: int, max_chars: int | None = 
     return await asyncio.to_thread(from_bytes, data, file.filename, max_chars)
 
 
+def display_name(filename: str | None) -> str | None:
+    """The name an upload is shown and cited by: its last path component, without control or
+    formatting characters (a right-to-left override can make `exe.txt` read `txt.exe`), its
+    whitespace collapsed, at most 255 characters; None when nothing is left. The name is
+    never a path here, but it becomes a source's title in prompts, exports and the web app."""
+    if not filename:
+        return None
+    base = re.split(r"[/\\]", filename)[-1]
+    kept = "".join(
+        " " if c.isspace() else c
+        for c in base
+        if c.isspace() or unicodedata.category(c) not in {"Cc", "Cf", "Cs"}
+    )
+    name = " ".join(kept.split())[:255]
+    return name or None
+
+
 def from_bytes(data: bytes, filename: str | None, max_chars: int | None = None) -> Upload:
     """An `Upload` from raw bytes: typed by content, refused when too long or unsupported."""
     sniffed = sniff(data, filename)
@@ -63,7 +82,7 @@ def from_bytes(data: bytes, filename: str | None, max_chars: int | None = None) 
         )
     return Upload(
         data=data,
-        filename=(filename or None) and filename[:255],
+        filename=display_name(filename),
         content_type=sniffed.content_type,
         content_hash=hashlib.sha256(data).hexdigest(),
     )

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.ingestion.uploads import display_name
 from app.models import Attachment, AttachmentChunk, SessionAttachment
 from tests.chat_helpers import ask
 from tests.factories import LoggedIn, login, make_session, make_tenant, make_user
@@ -199,3 +200,23 @@ async def test_showing_attachments_never_reads_their_text(
     assert shown.json()["status"] == "ready"
     reads = [s for s in statements if "FROM attachments" in s]
     assert reads and not any("attachments.text" in s for s in reads), reads
+
+
+async def test_an_uploads_name_is_shown_without_path_or_hidden_characters(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The name becomes the source's title in prompts, exports and the web app: no path, no
+    control or direction-changing characters (`\u202e` makes "exe.txt" read "txt.exe")."""
+    owner = await login(client, await make_user(db, await make_tenant(db)))
+    named = {
+        "../../etc/passwd\u202etxt.exe": "passwdtxt.exe",
+        "C:\\Users\\me\\minutes  2026.txt": "minutes 2026.txt",
+    }
+    for sent, shown in named.items():
+        content = f"Notes filed as {shown}.".encode()
+        attachment = await _attach(app, client, owner, sent, content)
+        found = await client.get(f"/attachments/{attachment}", headers=owner.headers)
+        assert found.json()["filename"] == shown, sent
+    # What an HTTP client would percent-encode, a raw multipart body can carry.
+    assert display_name("minutes\t2026\x07.txt") == "minutes 2026.txt"
+    assert display_name("\x00\x1b") is None
