@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from app.chat.schemas import MAX_MESSAGE_CHARS, SourceOut, UsageOut
 
@@ -62,7 +62,7 @@ class CompletionMessage(BaseModel):
 class StreamOptions(BaseModel):
     """Options of a streamed completion."""
 
-    include_usage: bool = False
+    include_usage: StrictBool = False
     """Send the turn's token usage in a last chunk (with no choices)."""
 
 
@@ -76,7 +76,8 @@ class CompletionRequest(BaseModel):
         json_schema_extra={"enum": [MODEL_ID]},
     )
     messages: list[CompletionMessage] = Field(min_length=1, max_length=MAX_CLIENT_MESSAGES)
-    stream: bool | None = False
+    # Strict, as OpenAI's API: `"stream": "yes"` is a 400, not a guess.
+    stream: StrictBool | None = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = Field(
         default=None,

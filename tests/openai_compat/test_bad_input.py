@@ -59,6 +59,12 @@ def openai_error(response: httpx.Response) -> dict[str, Any]:
             None,
         ),
         ({"model": "threadline", "messages": USER, "n": 3}, 400, "validation_error", "n"),
+        (
+            {"model": "threadline", "messages": USER, "stream": "yes"},
+            400,
+            "validation_error",
+            "stream",
+        ),
         ({"model": "gpt-4o", "messages": USER}, 404, "model_not_found", None),
         (
             {
