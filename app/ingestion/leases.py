@@ -79,6 +79,20 @@ class LeaseKeeper:
             finally:
                 self._renewing = False
 
+    async def _renew_group(
+        self, kind: Kind, tenant: uuid.UUID, ids: list[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Renew one kind and tenant's leases; the ids missed that are still in flight (held
+        by another process now)."""
+        async with self._sessionmaker()() as db, db.begin():
+            db.info[TENANT] = tenant
+            repository = IngestionRepository(db, kind, tenant)
+            kept = await repository.renew(ids, self.owner, self.seconds)
+            missed = [oid for oid in ids if oid not in kept]
+            # A document whose ingestion has just committed (ready, failed) or that was
+            # deleted is not held any more, even if its job has not released it yet.
+            return await repository.in_flight(missed) if missed else set()
+
     async def renew(self) -> None:
         """Extend every lease held now: one transaction per kind and tenant."""
         groups: dict[tuple[Kind, uuid.UUID], list[uuid.UUID]] = {}
@@ -86,14 +100,11 @@ class LeaseKeeper:
             if taken:  # a job still waiting for its claim has no lease to renew yet
                 groups.setdefault((kind, tenant), []).append(oid)
         for (kind, tenant), ids in groups.items():
-            async with self._sessionmaker()() as db, db.begin():
-                db.info[TENANT] = tenant
-                repository = IngestionRepository(db, kind, tenant)
-                kept = await repository.renew(ids, self.owner, self.seconds)
-                missed = [oid for oid in ids if oid not in kept]
-                # A document whose ingestion has just committed (ready, failed) or that was
-                # deleted is not held any more, even if its job has not released it yet.
-                in_flight = await repository.in_flight(missed) if missed else set()
+            try:  # one tenant's failure must not leave the others' leases to lapse
+                in_flight = await self._renew_group(kind, tenant, ids)
+            except Exception:
+                logger.warning("could not renew ingestion leases", exc_info=True)
+                continue
             held = self._held
             lost = [str(oid) for oid in in_flight if (kind, tenant, oid) in held]
             if lost:  # its store will be refused; the process that took it over finishes it

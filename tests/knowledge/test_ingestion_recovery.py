@@ -346,3 +346,46 @@ async def test_a_renewal_reports_only_leases_another_process_has_now(
     assert [sorted(r) for r in reported] == [sorted([str(ids["requeued"]), str(ids["taken over"])])]
     for oid in ids.values():
         keeper.release("kb", tenant.id, oid)
+
+
+async def test_one_tenants_failed_renewal_does_not_skip_the_others(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    db: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failing, healthy = await make_tenant(db), await make_tenant(db)
+    keeper = LeaseKeeper(lambda: sessionmaker, seconds=60)
+    soon = datetime.now(UTC) + timedelta(seconds=5)
+    held = {
+        tenant.id: await _add(
+            sessionmaker,
+            tenant.id,
+            f"held for {tenant.id}",
+            status="processing",
+            claimed_by=keeper.owner,
+            lease_expires_at=soon,
+        )
+        for tenant in (failing, healthy)
+    }
+    renew = IngestionRepository.renew
+
+    async def renew_failing_for_one(self: IngestionRepository, *args: Any) -> Any:
+        if self.tenant_id == failing.id:
+            raise ConnectionResetError("this tenant's renewal failed on its way")
+        return await renew(self, *args)
+
+    monkeypatch.setattr(IngestionRepository, "renew", renew_failing_for_one)
+    for tenant_id, oid in held.items():  # the failing tenant's group comes first
+        keeper.hold("kb", tenant_id, oid)
+        keeper.claimed("kb", tenant_id, [oid])
+    try:
+        await keeper.renew()
+    finally:
+        for tenant_id, oid in held.items():
+            keeper.release("kb", tenant_id, oid)
+    async with sessionmaker() as check, check.begin():
+        check.info[TENANT] = healthy.id
+        lease = await check.scalar(
+            select(KbDocument.lease_expires_at).where(KbDocument.id == held[healthy.id])
+        )
+    assert lease is not None and lease > soon + timedelta(seconds=30)
