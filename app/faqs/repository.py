@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 
 from app.core.repository import TenantRepository
 from app.models import Faq
@@ -15,8 +15,13 @@ class FaqRepository(TenantRepository[Faq]):
 
     model = Faq
 
-    async def count(self) -> int:
-        """How many entries the tenant has."""
+    async def count_for_adding(self) -> int:
+        """How many entries the tenant has, counted under a transaction-long lock on the
+        tenant's FAQ set: two admins adding at once cannot both pass the cap."""
+        await self.db.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended('threadline.faqs:' || :t, 0))"),
+            {"t": str(self.tenant_id)},
+        )
         counted = await self.db.scalar(
             select(func.count()).select_from(Faq).where(Faq.tenant_id == self.tenant_id)
         )

@@ -43,9 +43,9 @@ async def create_faq(
 ) -> Faq:
     """Store a new entry (at most MAX_FAQS per tenant), its question embedded."""
     repository = FaqRepository(db, tenant_id)
-    if await repository.count() >= MAX_FAQS:
+    [vector] = await embedder.embed([question])  # before the lock: it is held to the commit
+    if await repository.count_for_adding() >= MAX_FAQS:
         raise Conflict(f"A tenant has at most {MAX_FAQS} FAQ entries.", code="faq_limit")
-    [vector] = await embedder.embed([question])
     faq = Faq(tenant_id=tenant_id, id=uuid.uuid4(), question=question, answer=answer)
     faq.embedding = vector
     repository.add(faq)
