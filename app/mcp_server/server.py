@@ -19,15 +19,15 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.routing import Route
@@ -101,10 +101,34 @@ def _root_logger_untouched() -> Iterator[None]:
         root.removeHandler(placeholder)
 
 
+class _ThreadlineServer(MCPServer):
+    """MCPServer whose argument errors name the field and the rule, never the value: the
+    SDK's message is pydantic's whole text (`input_value=…`), and a rejected value is the
+    caller's data, as the REST API's validation details say (app/core/errors.py)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(
+                exc.__cause__, ValidationError
+            ):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.__cause__.errors(include_input=False, include_url=False)
+            )
+            raise ToolError(f"Invalid arguments for {name}: {problems}") from exc.__cause__
+
+
 def build_server() -> MCPServer:
     """The MCP server and its tools."""
     with _root_logger_untouched():
-        server: MCPServer = MCPServer("threadline", instructions=INSTRUCTIONS, version="0.1.0")
+        server: MCPServer = _ThreadlineServer(
+            "threadline", instructions=INSTRUCTIONS, version="0.1.0"
+        )
 
     @server.tool(
         description="Search the organisation's knowledge base (the same hybrid dense + "

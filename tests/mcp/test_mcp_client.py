@@ -184,6 +184,15 @@ async def test_wrong_argument_types_are_a_tool_error_and_store_nothing(world: Wo
     assert await world.sessions(world.a.tenant_id) == sessions
 
 
+async def test_an_argument_error_names_the_field_not_the_value(world: World) -> None:
+    secret = "sk-live-" + "7" * 30
+    async with mcp_session(world, world.a.admin_key) as session:
+        huge = await session.call_tool("search_knowledge", {"query": "refunds", "k": 10**30})
+        typed = await session.call_tool("get_session_turns", {"session_id": secret})
+    assert "k:" in error_text(huge) and str(10**30) not in error_text(huge)
+    assert "session_id:" in error_text(typed) and secret not in error_text(typed)
+
+
 async def test_a_nul_character_in_a_tool_argument_is_invalid_data(world: World) -> None:
     async with mcp_session(world, world.a.admin_key) as session:
         search = await session.call_tool("search_knowledge", {"query": "refunds\u0000policy"})
