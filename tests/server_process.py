@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +54,12 @@ def server_env(settings: Settings, **overrides: str) -> dict[str, str]:
 class ServerProcess:
     url: str
     process: subprocess.Popen[bytes]
+    log: Path | None = None
+    """Where its stderr goes: a file, never a pipe nobody reads (a full pipe would freeze the
+    server the moment it logs 64 KB)."""
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
 
     def signal(self, sig: int) -> None:
         self.process.send_signal(sig)
@@ -66,30 +74,34 @@ def server_processes(settings: Settings, count: int, **env: str) -> Iterator[lis
     start-up, mostly imports, overlaps) and ready (`/readyz` 200) when yielded; each ended
     with SIGTERM (then SIGKILL) unless the test ended it already."""
     servers: list[ServerProcess] = []
+    logs = Path(tempfile.mkdtemp(prefix="tl-test-serve-"))
     try:
         for _ in range(count):
             port = free_port()
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                cwd=ROOT,
-                env=server_env(settings, **env),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            servers.append(ServerProcess(f"http://127.0.0.1:{port}", process))
+            log = logs / f"{port}.log"
+            with log.open("wb") as stderr:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                    cwd=ROOT,
+                    env=server_env(settings, **env),
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                )
+            servers.append(ServerProcess(f"http://127.0.0.1:{port}", process, log))
         for server in servers:
             _wait_ready(server)
         yield servers
     finally:
         for server in servers:
             _end(server.process)
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def _wait_ready(server: ServerProcess) -> None:
     process = server.process
     deadline = time.monotonic() + 90
     while True:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert process.poll() is None, server.stderr()
         try:
             if httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200:
                 return
