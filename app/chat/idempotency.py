@@ -258,12 +258,13 @@ class IdempotencyStore:
             except (RedisError, OSError):
                 if not await self.redis.reachable():
                     return Waited("unavailable")  # stop waiting (409, the client retries)
-                raw = ""  # transient: the record is still there, read it again
-            if raw is None:
-                return Waited("released")
-            record: dict[str, Any] = json.loads(raw) if raw else claim.record
-            if record["state"] == "done":
-                return Waited("done", record)
+                # transient: the record is still there, read it again
+            else:
+                if raw is None:
+                    return Waited("released")
+                record: dict[str, Any] = json.loads(raw)
+                if record["state"] == "done":
+                    return Waited("done", record)
             if time.monotonic() >= deadline:
                 return Waited("running")
             await asyncio.sleep(_POLL_SECONDS)

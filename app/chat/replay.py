@@ -131,6 +131,7 @@ class RetryReplay:
         store = self.guards.idempotency
         deadline = time.monotonic() + store.admission_ttl
         record: dict[str, Any] | None = claim.record
+        first_miss = True
         while True:
             try:
                 await check_resumable(self.guards.streams, principal, claim.turn_id)
@@ -138,7 +139,8 @@ class RetryReplay:
             except NotFound:
                 if record is not None and record["state"] == "done":
                     return stored_events(record["response"])
-                if record is claim.record:  # first miss: the turn may be stored, its buffer gone
+                if first_miss:  # the turn may be stored already, its buffer gone
+                    first_miss = False
                     stored = await self._recorded_from_row(principal, claim)
                     if stored is not None:
                         return stored_events(stored["response"])
