@@ -16,7 +16,7 @@ from app.auth.principal import Principal
 from app.chat.events import DoneEvent
 from app.chat.guards import ChatGuards
 from app.chat.idempotency import Claim
-from app.chat.schemas import ChatResponse, chat_answer
+from app.chat.schemas import ChatResponse, chat_answer, public_source
 from app.chat.streaming.resume import check_resumable
 from app.chat.streaming.sse import format_event
 from app.config import Settings
@@ -53,16 +53,7 @@ def stored_response(turn: QueryHistory) -> dict[str, Any]:
     metadata = turn.context_metadata or {}
     cited = set(metadata.get("citations", {}).get("cited", []))
     sources = [
-        {
-            "n": entry.get("n", n),
-            "id": entry["id"],
-            "kind": entry["kind"],
-            "source_id": entry.get("source_id", ""),
-            "title": entry.get("title", ""),
-            "score": round(float(entry.get("score", 0.0)), 6),
-            "snippet": entry.get("snippet", ""),
-            "cited": entry.get("n", n) in cited,
-        }
+        public_source({"n": n, "source_id": "", "title": "", "snippet": "", **entry}, cited)
         for n, entry in enumerate(metadata.get("sources", []), start=1)
     ]
     cached = int(metadata.get("prompt_cache", {}).get("cached_prompt_tokens", 0) or 0)

@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite, StreamMode
 
 from app.chat.events import DoneEvent, DoneExtras, TurnEvent
+from app.chat.schemas import public_source
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
 from app.graph.answer_check import check_answer
@@ -105,19 +106,8 @@ def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
     from app.core.text import snippet
 
     cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
-    return [
-        {
-            "n": s["n"],
-            "id": s["id"],
-            "kind": s["kind"],
-            "source_id": s["source_id"],
-            "title": s["title"],
-            "score": round(s["score"], 6),
-            "snippet": snippet(s["text"]),
-            "cited": s["n"] in cited,
-        }
-        for s in state.get("sources", [])
-    ]
+    sources = state.get("sources", [])
+    return [public_source({**s, "snippet": snippet(s["text"])}, cited) for s in sources]
 
 
 class TurnRunner:

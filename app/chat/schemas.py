@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -117,6 +118,21 @@ class StopResponse(BaseModel):
     status: Literal["stopping", "stopped"]
     """`stopping` (202): the running process ends it; `stopped` (200): no process received
     the stop, so the turn was stored `incomplete` directly."""
+
+
+def public_source(source: Mapping[str, Any], cited: Collection[int]) -> dict[str, Any]:
+    """A source as the client sees it (`SourceOut`), from a turn's source or its manifest
+    entry (both hold `n`, `id`, `kind`, `source_id`, `title`, `score`, `snippet`)."""
+    return {
+        "n": source["n"],
+        "id": source["id"],
+        "kind": source["kind"],
+        "source_id": source["source_id"],
+        "title": source["title"],
+        "score": round(float(source["score"]), 6),
+        "snippet": source["snippet"],
+        "cited": source["n"] in cited,
+    }
 
 
 def chat_answer(
