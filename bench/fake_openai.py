@@ -104,9 +104,11 @@ async def stream_completion(
     words: list[str],
     usage: dict[str, Any] | None,
     pause: Callable[[int], Awaitable[None]],
+    tool_call: dict[str, str] | None = None,
 ) -> None:
-    """`words` as `chat.completion.chunk` events, `pause(i)` awaited before the i-th; then the
-    finishing chunk, the usage chunk when asked for, and `[DONE]`."""
+    """`words` as `chat.completion.chunk` events, `pause(i)` awaited before the i-th; then
+    `tool_call` (a function's `name` and JSON `arguments`) when given, the finishing chunk, the
+    usage chunk when asked for, and `[DONE]`."""
     await send(
         {
             "type": "http.response.start",
@@ -131,7 +133,14 @@ async def stream_completion(
         await pause(index)
         delta = {"content": word}
         await chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    finish = "stop"
+    if tool_call is not None:
+        await pause(len(words))
+        call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
+        calls = {"tool_calls": [{**call, "function": tool_call}]}
+        await chunk({"choices": [{"index": 0, "delta": calls, "finish_reason": None}]})
+        finish = "tool_calls"
+    await chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if usage is not None:
         await chunk({"choices": [], "usage": usage})
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})

@@ -9,8 +9,12 @@
   common prefix with the same session's previous request of the same kind, in cl100k tokens,
   counted only from 1,024 tokens on and rounded down to 128-token blocks (OpenAI's rule).
   The session is the `[s<n>]` tag the bench writes into every question.
-* **Stats**: `GET /v1/stats` returns one record per request (its kind — `answer`, `summary`,
-  `rewrite` —, session, arrival and end times, prompt tokens, exact common prefix, cached tokens);
+* **Tools**: offered `search_knowledge_base` with no sources in its prompt (neither with the
+  question nor from an earlier tool call), it searches for the question, as a tool-calling
+  model asked about the organisation's documents does; with sources, it answers.
+* **Stats**: `GET /v1/stats` returns one record per request (its kind — `answer`, `search` (a
+  call that asked for the search tool), `summary`, `rewrite` —, session, arrival and end
+  times, prompt tokens, exact common prefix, cached tokens);
   `POST /v1/stats/reset` forgets them.
 """
 
@@ -94,6 +98,16 @@ def kind_of(messages: list[dict[str, Any]]) -> str:
     return "answer"
 
 
+def searches(request: dict[str, Any]) -> bool:
+    """Whether the model calls the search tool: offered it, with no sources to answer from."""
+    offered = {(t.get("function") or {}).get("name") for t in request.get("tools") or []}
+    messages = request["messages"]
+    if "search_knowledge_base" not in offered or not messages:
+        return False
+    last = messages[-1]
+    return last.get("role") == "user" and "Sources:" not in _text(last.get("content"))
+
+
 def cached_tokens(common_prefix: int) -> int:
     """What OpenAI would report as cached for a prompt sharing `common_prefix` tokens."""
     if common_prefix < CACHE_MIN_TOKENS:
@@ -160,7 +174,8 @@ class ShapedOpenAI:
         request: dict[str, Any] = json.loads(raw or b"{}")
         arrived = time.time()
         messages = request["messages"]
-        kind = kind_of(messages)
+        search = searches(request)
+        kind = "search" if search else kind_of(messages)
         last_user = next(
             (_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
         )
@@ -171,7 +186,12 @@ class ShapedOpenAI:
         prefix = _common_prefix(prompt, previous) if previous is not None else 0
         self.previous[(session, kind)] = prompt
         cached = cached_tokens(prefix)
-        words = self._answer(prompt)
+        words = [] if search else self._answer(prompt)
+        tool_call = (
+            {"name": "search_knowledge_base", "arguments": json.dumps({"query": last_user})}
+            if search
+            else None
+        )
         record: dict[str, Any] = {
             "kind": kind,
             "session": session,
@@ -184,7 +204,7 @@ class ShapedOpenAI:
         self.records.append(record)
         usage = {
             "prompt_tokens": len(prompt),
-            "completion_tokens": len(words),
+            "completion_tokens": len(words) or 1,
             "total_tokens": len(prompt) + len(words),
             "prompt_tokens_details": {"cached_tokens": cached},
         }
@@ -197,7 +217,9 @@ class ShapedOpenAI:
                 due = started + FIRST_TOKEN_S + index / TOKENS_PER_S
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
 
-            await stream_completion(send, model, words, usage if wants_usage else None, paced)
+            await stream_completion(
+                send, model, words, usage if wants_usage else None, paced, tool_call
+            )
             record["finished"] = time.time()
             return
         due = started + FIRST_TOKEN_S + (len(words) - 1) / TOKENS_PER_S

@@ -30,8 +30,11 @@ Reported per build and concurrency:
 Over 300 lines: preparing a build, driving it and attributing the fake model's requests to
 turns stay in one module, which the baseline export copies whole into the older checkout.
 
-Tools are off (`THREADLINE_AGENT_TOOLS=false`): the fake model never calls them, and the
-always-retrieve path puts retrieved passages into the prompt, as a real turn's would be.
+Tools are on, as they are by default for a provider with tool calling, and the fake model uses
+them as such a model does: asked about the handbook with no sources in its prompt, it calls
+`search_knowledge_base` first (a `search` call, counted before the first token when the turn
+waits for it), and answers once it has sources. `--no-tools` measures the always-retrieve path
+(`THREADLINE_AGENT_TOOLS=false`) instead.
 """
 
 from __future__ import annotations
@@ -413,7 +416,7 @@ def run_build(label: str, code: Path, args: argparse.Namespace, redis_url: str |
             "THREADLINE_LOG_LEVEL": "WARNING",
             "THREADLINE_LLM": "openai-compatible",
             "OPENAI_BASE_URL": model_base,
-            "THREADLINE_AGENT_TOOLS": "false",
+            **({"THREADLINE_AGENT_TOOLS": "false"} if args.no_tools else {}),
             "THREADLINE_REDIS_PREFIX": f"mtb{uuid.uuid4().hex[:8]}:",
             **UNLIMITED,
             **({"REDIS_URL": redis_url} if redis_url else {}),
@@ -463,6 +466,9 @@ def main() -> None:
         help="git ref of today's code (default: where this branch left main)",
     )
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--no-tools", action="store_true", help="the always-retrieve path, without tool calling"
+    )
     parser.add_argument("--prepare", metavar="OWNER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.prepare:
@@ -472,7 +478,9 @@ def main() -> None:
     redis_url = _redis_url()
     print(
         f"Model turn: {args.turns} turns per session, answers of {args.tokens} tokens, "
-        f"model 300 ms to first token then 50 tokens/s (Redis: {redis_url or 'in-process'})"
+        f"model 300 ms to first token then 50 tokens/s, "
+        f"{'always-retrieve (no tools)' if args.no_tools else 'tool calling on'} "
+        f"(Redis: {redis_url or 'in-process'})"
     )
     if args.baseline_ref is None:  # main may have moved on (and need other packages)
         args.baseline_ref = subprocess.run(

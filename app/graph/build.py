@@ -31,7 +31,8 @@ from app.graph.state import TurnState
 
 # Every node, in the order a turn meets them. The edges are linear except where a turn may
 # leave the main line: triage may answer early (-> answer_early -> persist), and a provider
-# with tool calling skips retrieve and loops agent <-> tools instead of generate.
+# with tool calling gets the same retrieved context but answers through agent, which may loop
+# agent <-> tools for more, instead of generate (ADR 0041).
 PIPELINE = (
     ("validate", validate),
     ("guard_input", guard_input),
@@ -57,6 +58,7 @@ LINEAR = (
     ("load_history", "resolve_attachments"),
     ("resolve_attachments", "triage"),
     ("answer_early", "persist"),
+    ("classify", "retrieve"),
     ("retrieve", "build_context"),
     ("generate", "validate_output"),
     ("tools", "agent"),
@@ -98,10 +100,6 @@ async def _after_triage(state: TurnState) -> str:
     return "answer_early" if state["triage"]["skip_llm"] else "classify"
 
 
-async def _after_classify(state: TurnState) -> str:
-    return "build_context" if state["triage"]["route"] == "tools" else "retrieve"
-
-
 async def _after_build_context(state: TurnState) -> str:
     return "agent" if state["triage"]["route"] == "tools" else "generate"
 
@@ -119,7 +117,6 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None) -> TurnGraph:
     for source, target in LINEAR:
         graph.add_edge(source, target)
     graph.add_conditional_edges("triage", _after_triage, ["answer_early", "classify"])
-    graph.add_conditional_edges("classify", _after_classify, ["build_context", "retrieve"])
     graph.add_conditional_edges("build_context", _after_build_context, ["agent", "generate"])
     graph.add_conditional_edges("agent", _after_agent, ["tools", "validate_output"])
     graph.add_edge("persist", END)

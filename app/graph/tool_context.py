@@ -1,8 +1,9 @@
 """The tool-calling path's context accounting: tool results fitted into the token budget the
 prompt left over, and the context manifest recomputed from what the tools gathered.
 
-build_context runs before any tool (with no passages), so on this path its figures describe
-only the prompt; these functions bring them up to date once the sources are known.
+build_context runs before any tool (with the passages retrieve found), so its figures
+describe only the first call's prompt; these functions bring them up to date with what the
+tools added.
 """
 
 from __future__ import annotations

@@ -79,11 +79,12 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOL_SCHEMAS)
 
 AGENT_INSTRUCTIONS = (
-    "\n\nYou have tools. Call search_knowledge_base when the answer needs the organisation's "
-    "documents, with a standalone query you write yourself; do not search for small talk or "
-    "when the conversation already holds the answer. Use lookup_past_conversation and "
-    "retrieve_past_answer for questions about earlier turns. Cite search results by their "
-    "numbers, like [1]."
+    "\n\nYou have tools. The sources found for the question come with it: answer from them "
+    "when they hold the answer. Call search_knowledge_base only when they do not, with a "
+    "standalone query you write yourself; do not search for small talk or when the "
+    "conversation already holds the answer. Use lookup_past_conversation and "
+    "retrieve_past_answer for questions about earlier turns. Cite sources and search results "
+    "by their numbers, like [1]."
 )
 
 

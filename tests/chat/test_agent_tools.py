@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.db import scope_to_tenant
 from app.graph.budget import quality_score
 from app.graph.composition import classify_query, refine_with_results
+from app.graph.nodes.classify import TOOLS_REWRITE
 from app.graph.tool_context import OVER_BUDGET_RESULT
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.llm.tokens import count_tokens
@@ -81,9 +82,53 @@ async def test_a_model_that_keeps_searching_gets_tenant_scoped_results_until_the
     assert [s["kind"] for s in done["context_metadata"]["sources"]] == ["kb"]
     sources = next(e for e in events if e.name == "sources").data["sources"]
     assert [(s["n"], s["title"], s["cited"]) for s in sources] == [(1, "Returns policy", True)]
-    assert "retrieve" not in done["node_ms"]  # the model decided; no always-retrieve
+    # Retrieval ran first: the first call already had the source the searches found again,
+    # and the searches kept its number.
+    assert "retrieve" in done["node_ms"]
+    assert "Sources:\n[1] Returns policy" in text_of(model.calls[0])
     assert done["triage"]["route"] == "tools"
     assert done["validation"]["sources"]["grounded"] is True
+
+
+def _search_unless_given_sources(messages: list[BaseMessage]) -> list[ToolCall] | None:
+    """A model that searches only when its prompt holds no sources or search results yet."""
+    if "Sources:" in text_of(messages) or any(isinstance(m, ToolMessage) for m in messages):
+        return None
+    return [("search_knowledge_base", {"query": "refund window for damaged goods"})]
+
+
+async def test_a_question_the_retrieved_sources_answer_takes_one_model_call(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The tools are for what retrieval did not find: the first call with tools bound already
+    has the retrieved sources, so a model that searches only when it lacks them answers at
+    once (ADR 0041), with the same numbered sources as the always-retrieve path."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await add_kb_document(db, tenant, "Returns policy", OURS)
+    model = ToolCallingChatModel(
+        reply=lambda _: "Within 30 days [1].", plan=_search_unless_given_sources
+    )
+    use_model(app, model)
+
+    response, events, _ = await stream_chat(
+        client,
+        owner.headers,
+        {"session_id": str(chat.id), "message": "How long do I have to return damaged goods?"},
+    )
+
+    assert response.status_code == 200
+    done = events[-1].data
+    assert done["answer"] == "Within 30 days [1]."
+    assert model.tools_offered == [True]  # one model call, tools bound
+    first = text_of(model.calls[0])
+    assert "Sources:\n[1] Returns policy" in first and "30 days" in first
+    assert done["context_metadata"]["tools"] == {"rounds": 0, "loop_guard": False}
+    assert done["triage"]["route"] == "tools"
+    assert "retrieve" in done["node_ms"]
+    sources = next(e for e in events if e.name == "sources").data["sources"]
+    assert [(s["n"], s["title"], s["cited"]) for s in sources] == [(1, "Returns policy", True)]
+    assert [s["kind"] for s in done["context_metadata"]["sources"]] == ["kb"]
+    assert done["context_metadata"]["retrieval"]["queries"][0]["name"] == "question"
 
 
 async def test_a_model_that_needs_no_search_answers_in_one_round(
@@ -99,7 +144,7 @@ async def test_a_model_that_needs_no_search_answers_in_one_round(
     assert body["answer"] == "Two plus two is four."
     assert model.tools_offered == [True]
     assert body["context_metadata"]["tools"] == {"rounds": 0, "loop_guard": False}
-    assert body["sources"] == []
+    assert not any(s["cited"] for s in body["sources"])  # offered, not cited
 
 
 async def test_past_turn_tools_see_only_the_users_own_turns(
@@ -176,7 +221,7 @@ async def test_a_follow_up_is_not_rewritten_separately_when_the_model_writes_the
     body = (await ask(client, owner, chat, "And how long do I have for that?")).json()
 
     assert body["context_metadata"]["is_follow_up"] is True
-    assert body["context_metadata"]["classification"]["rewrite"] == "by the model's tool calls"
+    assert body["context_metadata"]["classification"]["rewrite"] == TOOLS_REWRITE
     assert model.tools_offered == [True, True]  # no separate rewrite call
     assert len(model.calls) == 2
     assert "Can I return damaged goods?" in text_of(model.calls[0])  # history in the prompt
@@ -186,16 +231,17 @@ async def test_a_follow_up_is_not_rewritten_separately_when_the_model_writes_the
 async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budget(
     app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
 ) -> None:
-    """build_context runs before any tool: after the last round the manifest is recomputed
-    from the sources gathered, and tool results share what the prompt left of the budget."""
+    """build_context runs before any tool, with the retrieved passage: after the last round
+    the manifest is recomputed from the sources gathered, and tool results share what the
+    prompt left of the budget (one result a search, so the passage leaves some room)."""
     tenant, _user, chat, owner = await make_chatter(client, db)
     filler = " ".join(
         f"Damaged goods clause {i} applies to refunds and returns." for i in range(25)
     )
-    await add_kb_document(db, tenant, "Returns policy", [*OURS, filler, filler + " Annex."])
+    await add_kb_document(db, tenant, "Returns policy", [filler])  # one chunk: always found
     context = app.state.resources.turn_context
     context.settings = context.settings.model_copy(
-        update={"context_base_tokens": 600, "context_max_tokens": 600}
+        update={"context_base_tokens": 650, "context_max_tokens": 650, "retrieval_k": 1}
     )
     queries = iter(["refund window for damaged goods", "returns of damaged goods clauses"])
 
@@ -236,8 +282,8 @@ async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budge
     read = [str(m.content) for m in model.calls[-1] if isinstance(m, ToolMessage)]
     assert read[1] == OVER_BUDGET_RESULT
     assert sum(count_tokens(text) for text in read) == metadata["tools"]["result_tokens"]
-    assert prompt + count_tokens(read[0]) <= metadata["token_budget"] == 600
-    assert metadata["token_count"] <= 600 + count_tokens(OVER_BUDGET_RESULT)
+    assert prompt + count_tokens(read[0]) <= metadata["token_budget"] == 650
+    assert metadata["token_count"] <= 650 + count_tokens(OVER_BUDGET_RESULT)
     assert metadata["truncation_applied"] is True
     first, second = metadata["tools"]["truncated"]
     assert first["tokens_after"] < first["tokens_before"] and second["tokens_after"] == 0

@@ -1,6 +1,8 @@
 """agent and tools: the tool-calling loop, for providers that support it.
 
-agent streams one model call with the tools bound. When the model asks for tools, the tools
+agent streams one model call with the tools bound, on the same prompt as the always-retrieve
+path: the retrieved sources come with the question, so a turn they answer takes one model call
+(ADR 0041). When the model asks for tools (a search of its own, an earlier answer), the tools
 node runs them (in one tenant-scoped transaction) and the loop returns to agent. After
 `tool_max_rounds` rounds the loop guard stops offering tools: the model then answers from the
 sources gathered so far, in the same prompt shape as the always-retrieve path.
@@ -21,11 +23,10 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
-from app.graph.budget import manifest_source
+from app.graph.budget import fit_question, manifest_source, question_message
 from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
-from app.graph.source_framing import source_block
 from app.graph.state import TurnState, turn_ids
 from app.graph.tool_context import (
     first_search_query,
@@ -48,10 +49,8 @@ def _opening(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
 def _with_sources(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
-    block = source_block(state["sources"])
-    question = prompt[-1]["content"]
-    if block:
-        prompt[-1] = ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")
+    question = fit_question(state["query"], state["context_metadata"]["token_budget"])
+    prompt[-1] = question_message(state["sources"], question)
     return to_langchain(prompt, cache_breakpoints=cache_breakpoints)
 
 
@@ -96,10 +95,14 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
             "context_metadata": {"tools": tools_meta},
         }
     checked = check_citations(reply.text, state["sources"])
-    guess = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
-    refined = refine_with_results(guess, (s["kind"] for s in state["sources"]))
+    # retrieve already corrected the composition with its passages: only sources of a kind
+    # it did not find (from the tools) correct it again.
+    refined = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
+    kinds = {s["kind"] for s in state["sources"]}
+    if kinds != {p["kind"] for p in state["passages"]}:
+        refined = refine_with_results(refined, kinds)
     # build_context ran before any tool: bring its figures up to date with what was gathered.
-    retrieved = {
+    retrieved = {p["id"] for p in state["passages"]} | {
         i
         for c in tools_meta.get("calls", [])
         if c["tool"] == "search_knowledge_base"

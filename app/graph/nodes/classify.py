@@ -18,6 +18,8 @@ from app.graph.state import TurnState, turn_ids
 
 logger = logging.getLogger(__name__)
 
+TOOLS_REWRITE = "rules; the model may search with its own query"
+
 
 async def _model_rewrite(ctx: TurnContext, state: TurnState) -> str | None:
     """The model's standalone rewrite (the fast model when set), keeping every word of the
@@ -48,7 +50,9 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     reformulated, how, by = query, "unchanged", None
     model_rewrite = None
     if follow_up and state["triage"]["route"] == "tools":
-        how = "by the model's tool calls"  # it writes its own standalone search queries
+        # No rewrite call: the planned queries carry the conversation into retrieval, and a
+        # tool-calling model that finds the sources short searches with its own query.
+        reformulated, how, by = rewrite_by_rules(query, history), TOOLS_REWRITE, "rules"
     elif follow_up:
         # A model call on the path to the first token is paid only by a question that leans
         # on something said before (a referring word, an ordinal, a correction). A question

@@ -14,7 +14,6 @@ from langgraph.runtime import Runtime
 
 from app.embeddings.base import prefetch
 from app.graph.context import TurnContext
-from app.graph.nodes.triage import uses_tools
 from app.graph.query_plan import history_query
 from app.graph.state import TurnState, turn_ids
 from app.privacy.pii import anonymize
@@ -76,11 +75,10 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
         snapshot["turns"], snapshot["total"], ctx.history.limit, snapshot["summarized_turns"]
     )
     history = merge_client_history(uncovered, state["client_history"])
-    if not uses_tools(ctx):  # a tool-calling model writes its own search queries
-        # The queries retrieve will search with are known now: their embeddings run while
-        # the attachments, the FAQ fast path and the classification are worked out.
-        query = state["query"]
-        prefetch(ctx.embedder, [query, history_query(query, history)] if history else [query])
+    # The queries retrieve will search with are known now: their embeddings run while the
+    # attachments, the FAQ fast path and the classification are worked out.
+    query = state["query"]
+    prefetch(ctx.embedder, [query, history_query(query, history)] if history else [query])
     return {
         "history": history,
         "history_source": source,
