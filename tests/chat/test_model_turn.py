@@ -378,8 +378,9 @@ def test_openai_requests_get_one_system_message_and_no_markers() -> None:
     assert messages[0].content == "You are Threadline.\n\nSummary: things."
 
 
+@pytest.mark.parametrize("agent_tools", [False, True], ids=["always-retrieve", "tool-calling"])
 async def test_a_streamed_turn_records_cached_tokens_too(
-    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, agent_tools: bool
 ) -> None:
     _tenant, _user, chat, owner = await make_chatter(client, db)
     with fake_llm_server(words=3, token_delay=0) as url:
@@ -389,11 +390,16 @@ async def test_a_streamed_turn_records_cached_tokens_too(
         )
         app.state.resources.turn_context.responder = build_responder(configured)
         app.state.resources.turn_context.settings = configured.model_copy(
-            update={"agent_tools": False}
+            update={"agent_tools": agent_tools}
         )
         body = {"session_id": str(chat.id), "message": question(1)}
         response, events, _ = await stream_chat(client, owner.headers, body)
     assert response.status_code == 200
     done = next(e for e in events if e.name == "done").data
+    assert done["triage"]["route"] == ("tools" if agent_tools else "llm")
     assert done["usage"]["cached_prompt_tokens"] == CACHED_PROMPT_TOKENS
-    assert done["context_metadata"]["prompt_cache"]["cached_prompt_tokens"] == CACHED_PROMPT_TOKENS
+    # Both paths record what the cache served and what it stored (none: OpenAI's is free).
+    assert done["context_metadata"]["prompt_cache"] == {
+        "cached_prompt_tokens": CACHED_PROMPT_TOKENS,
+        "cache_write_tokens": 0,
+    }

@@ -87,12 +87,18 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     tools_meta = dict(state["context_metadata"].get("tools", {}))
     tools_meta.update(rounds=rounds, loop_guard=guard)
     usage = _usage(state, messages, reply)
+    # What the provider's prompt cache served and stored over the turn's rounds (ADR 0035).
+    written = state["context_metadata"].get("prompt_cache", {}).get("cache_write_tokens", 0)
+    prompt_cache = {
+        "cached_prompt_tokens": usage.get("cached_prompt_tokens", 0),
+        "cache_write_tokens": written + cache_tokens(reply.usage_metadata)[1],
+    }
     if reply.tool_calls and not guard:
         asked = AIMessage(content=reply.text, tool_calls=reply.tool_calls)
         return {
             "agent_messages": messages_to_dict([*messages, asked]),
             "usage": usage,
-            "context_metadata": {"tools": tools_meta},
+            "context_metadata": {"tools": tools_meta, "prompt_cache": prompt_cache},
         }
     checked = check_citations(reply.text, state["sources"])
     # retrieve already corrected the composition with its passages: only sources of a kind
@@ -120,7 +126,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         "tools": tools_meta,
         "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
         "model": ctx.responder.model_name,
-        "prompt_cache": {"cached_prompt_tokens": usage.get("cached_prompt_tokens", 0)},
+        "prompt_cache": prompt_cache,
         "query_composition": refined.composition,
         "sources": [manifest_source(s, count_tokens(s["text"])) for s in state["sources"]],
     }
