@@ -24,7 +24,8 @@ from functools import cache
 from typing import Any
 
 from app.core.text import snippet
-from app.graph.source_framing import source_block as quoted_sources
+from app.graph.context_quality import quality_score
+from app.graph.source_framing import question_message
 from app.graph.state import Composition
 from app.llm.tokens import count_tokens, truncate_to_tokens
 from app.turns.types import ChatMessage, HistoryTurn, PassageData, SourceRef
@@ -103,14 +104,6 @@ def fit_question(query: str, budget: int) -> str:
     if _fixed_tokens() + count_tokens(query) <= budget:
         return query
     return truncate_to_tokens(query, max(1, budget - _fixed_tokens()))
-
-
-def question_message(sources: Sequence[SourceRef], question: str) -> ChatMessage:
-    """The prompt's last message, new every turn: the numbered sources, then the question."""
-    if not sources:
-        return ChatMessage(role="user", content=question)
-    block = quoted_sources(sources)
-    return ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")
 
 
 def token_budget(settings: BudgetSettings, results: int) -> int:
@@ -295,26 +288,3 @@ def build_context(
         "quality_score": quality_score(composition, chosen, len(passages), bool(truncated)),
     }
     return BuiltContext(prompt, sources, kept, overflow, metadata)
-
-
-def quality_score(
-    composition: Composition,
-    chosen: Sequence[tuple[PassageData, str, int]],
-    retrieved: int,
-    truncated: bool,
-) -> float:
-    """0-1: how well-grounded the context is.
-
-    For retrieval turns: the best and mean relevance of the included passages (scores mapped
-    to 0-1 by s/(s+0.1), suited to both full-text ranks and fused scores), minus a little for
-    passages lost to the budget. A conversational turn with nothing retrieved scores 0.5:
-    nothing to ground, nothing missing.
-    """
-    if not chosen:
-        return 0.5 if composition == "chat" else 0.0
-    relevance = [p["score"] / (p["score"] + 0.1) if p["score"] > 0 else 0.0 for p, _, _ in chosen]
-    coverage = len(chosen) / max(1, retrieved)
-    score = 0.5 * max(relevance) + 0.3 * (sum(relevance) / len(relevance)) + 0.2 * coverage
-    if truncated:
-        score -= 0.05
-    return round(max(0.0, min(1.0, score)), 3)

@@ -9,9 +9,9 @@ that end nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from app.turns.types import SourceRef
+from app.turns.types import ChatMessage, SourceRef
 
 OPEN = "<source>"
 CLOSE = "</source>"
@@ -33,3 +33,11 @@ def quote_source(n: int, title: str, text: str) -> str:
 def source_block(sources: Iterable[SourceRef]) -> str:
     """The numbered sources of a prompt, each quoted as data."""
     return "\n\n".join(quote_source(s["n"], s["title"], s["text"]) for s in sources)
+
+
+def question_message(sources: Sequence[SourceRef], question: str) -> ChatMessage:
+    """The prompt's last message, new every turn: the numbered sources, then the question."""
+    if not sources:
+        return ChatMessage(role="user", content=question)
+    block = source_block(sources)
+    return ChatMessage(role="user", content=f"Sources:\n{block}\n\nQuestion: {question}")

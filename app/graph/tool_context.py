@@ -14,7 +14,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from app.graph.budget import MIN_PASSAGE_TOKENS, quality_score
+from app.graph.budget import MIN_PASSAGE_TOKENS
+from app.graph.context_quality import quality_score
 from app.graph.state import Composition
 from app.graph.tools import AGENT_INSTRUCTIONS
 from app.llm.tokens import count_tokens, truncate_to_tokens

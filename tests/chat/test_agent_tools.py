@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
-from app.graph.budget import quality_score
 from app.graph.composition import classify_query, refine_with_results
+from app.graph.context_quality import quality_score
 from app.graph.nodes.classify import TOOLS_REWRITE
 from app.graph.tool_context import OVER_BUDGET_RESULT
 from app.guardrails.input_checks import BLOCKED_ANSWERS

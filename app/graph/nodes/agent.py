@@ -23,10 +23,11 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
-from app.graph.budget import fit_question, manifest_source, question_message
+from app.graph.budget import fit_question, manifest_source
 from app.graph.citations import check_citations
 from app.graph.composition import CompositionGuess, refine_with_results
 from app.graph.context import TurnContext
+from app.graph.source_framing import question_message
 from app.graph.state import TurnState, turn_ids
 from app.graph.tool_context import (
     first_search_query,
