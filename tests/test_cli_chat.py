@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,19 +41,22 @@ REFUNDS = [
 @pytest.fixture
 def server(settings: Settings) -> Iterator[str]:
     port = free_port()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below; a file, never a pipe nobody reads
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         cwd=ROOT,
         env=server_env(settings),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         ready: httpx.Response | None = None
         while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            if process.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"the server exited: {log.read().decode(errors='replace')}")
             try:
                 ready = httpx.get(f"{url}/readyz", timeout=2)
                 if ready.status_code == 200:
@@ -69,6 +73,7 @@ def server(settings: Settings) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        log.close()
 
 
 class Terminal:

@@ -111,19 +111,22 @@ def test_separate_commands_share_one_embedded_database(data_dir: Path) -> None:
 
 
 def test_serve_shares_the_database_survives_a_second_serve_and_stops_cleanly(
-    data_dir: Path,
+    data_dir: Path, tmp_path: Path
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=_env(data_dir),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "serve.log"  # a file, never a pipe nobody reads (64 KB would freeze it)
+    with log.open("wb") as stderr:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            env=_env(data_dir),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
-        assert _wait_until(lambda: _ready(base), 60), "server did not become ready"
+        assert _wait_until(lambda: _ready(base), 60), (
+            f"not ready: {log.read_text('utf-8', 'replace')}"
+        )
 
         demo = threadline(data_dir, "demo")  # a second process, while the server runs
         assert demo.returncode == 0, demo.stderr
