@@ -215,7 +215,9 @@ async def evaluate(
     chunks = [
         document_input(title, c.text)
         for _, title, text in documents[:100]
-        for c in chunk_text(text, max_tokens=store.deps.chunk_tokens, overlap_tokens=60)
+        for c in chunk_text(
+            text, max_tokens=store.deps.chunk_tokens, overlap_tokens=store.deps.chunk_overlap
+        )
     ]
     rates = []
     for _ in range(2):

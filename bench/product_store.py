@@ -42,7 +42,10 @@ async def open_product_store(
     engine = create_engine(urls.app, pool_size=pool_size, max_overflow=max_overflow)
     sessions = create_sessionmaker(engine)
     embedder = build_embedder(settings)
-    deps = IngestionDeps(sessionmaker=sessions, embedder=embedder, pii_anonymize=False)
+    # Chunked as configured (THREADLINE_CHUNK_TOKENS, ...): built by hand, the benches chunked
+    # at the dataclass's defaults whatever the environment said.
+    deps = IngestionDeps.from_settings(settings, sessions, embedder)
+    deps.pii_anonymize = False
     return ProductStore(settings, engine, sessions, embedder, deps)
 
 
