@@ -226,6 +226,9 @@ async def test_a_follow_up_is_not_rewritten_separately_when_the_model_writes_the
     assert len(model.calls) == 2
     assert "Can I return damaged goods?" in text_of(model.calls[0])  # history in the prompt
     assert body["sources"][0]["title"] == "Returns policy"
+    # Retrieved before the first call with the conversation's queries, as without tools.
+    names = [q["name"] for q in body["context_metadata"]["retrieval"]["queries"]]
+    assert names[:2] == ["question", "history"]
 
 
 async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budget(
