@@ -162,7 +162,8 @@ class Settings(BaseSettings):
     tool_max_rounds: int = Field(default=3, ge=1, le=10)
     """Tool-calling rounds per turn before the model must answer."""
     agent_tools: bool = True
-    """Let providers that support tool calling decide when to search."""
+    """Offer tools (search again, read earlier turns) to providers that support tool calling;
+    they get the retrieved sources either way (ADR 0041)."""
     grounding_min_overlap: float = Field(default=0.5, gt=0, le=1)
     """Share of a sentence's content words a source must contain for it to count grounded."""
     tenant_policy_cache_seconds: float = Field(default=30.0, ge=0)

@@ -205,7 +205,7 @@ class ShapedOpenAI:
         usage = {
             "prompt_tokens": len(prompt),
             "completion_tokens": len(words) or 1,
-            "total_tokens": len(prompt) + len(words),
+            "total_tokens": len(prompt) + (len(words) or 1),
             "prompt_tokens_details": {"cached_tokens": cached},
         }
         model = str(request.get("model", "fake"))

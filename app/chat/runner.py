@@ -201,8 +201,8 @@ class TurnRunner:
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
         state = progress.state
-        # meta goes out once, before any token: after retrieval; on the tool-calling path
-        # after build_context; for an early answer as soon as triage decided on it.
+        # meta goes out once, before any token: after retrieval (both paths retrieve, ADR
+        # 0041); for an early answer as soon as triage decided on it.
         early = node == "triage" and state["triage"]["skip_llm"]
         if (node in META_AFTER or early) and not progress.meta_sent:
             progress.meta_sent = True

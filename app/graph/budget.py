@@ -31,6 +31,9 @@ from app.llm.tokens import count_tokens, truncate_to_tokens
 from app.turns.types import ChatMessage, HistoryTurn, PassageData, SourceRef
 
 MIN_PASSAGE_TOKENS = 40
+AWAITING_SUMMARY = "awaiting the background summary"
+"""Why uncovered turns older than the history cache are not in a prompt (not a cut by the
+budget: they never reached it)."""
 # A passage's number, title line and data delimiters around its text.
 PASSAGE_OVERHEAD = 16
 # Share of the budget kept for history when retrieved passages come first, so follow-ups keep

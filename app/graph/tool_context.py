@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from app.graph.budget import MIN_PASSAGE_TOKENS
+from app.graph.budget import AWAITING_SUMMARY, MIN_PASSAGE_TOKENS
 from app.graph.context_quality import quality_score
 from app.graph.state import Composition
 from app.graph.tools import AGENT_INSTRUCTIONS
@@ -114,11 +114,16 @@ def tool_turn_metadata(
     distribution["kb"] = sum(t for p, _, t in chosen if p["kind"] == "kb")
     distribution["attachment"] = sum(t for p, _, t in chosen if p["kind"] == "attachment")
     cut_results = bool(tools_meta.get("truncated"))
+    # As build_context scores it: anything its budget cut (question, passages, history).
+    cut_prompt = any(
+        t.get("kind") != "tool_result" and t.get("reason") != AWAITING_SUMMARY
+        for t in metadata.get("truncated", [])
+    )
     return {
         "token_count": prompt_tokens(metadata) + int(tools_meta.get("result_tokens", 0)),
         "source_distribution": distribution,
         "quality_score": quality_score(
-            composition, chosen, max(retrieved, len(chosen)), cut_results
+            composition, chosen, max(retrieved, len(chosen)), cut_results or cut_prompt
         ),
         "truncated": truncated,
         "truncation_applied": bool(metadata.get("truncation_applied")) or cut_results,

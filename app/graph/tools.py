@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.text import content_words
 from app.graph.context import TurnContext
-from app.graph.source_framing import quote_source
+from app.graph.source_framing import defuse, quote_source
 from app.graph.state import TurnState
 from app.llm.responder import ChatModelResponder, Responder
 from app.llm.tokens import truncate_to_tokens
@@ -171,8 +171,9 @@ async def _search(
                     text=truncate_to_tokens(passage.text, ctx.settings.context_tokens_per_result),
                 )
             )
-        text = next((s["text"] for s in [*sources, *new] if s["n"] == n), passage.text)
-        lines.append(quote_source(n, passage.title, text))
+            lines.append(quote_source(n, passage.title, new[-1]["text"]))
+        else:  # its text is already in the prompt: quoting it again would spend the budget
+            lines.append(f"[{n}] {defuse(passage.title)} (already among the sources above)")
     record["result_ids"] = [p.id for p in found]
     return ToolOutcome("\n\n".join(lines) or "Nothing relevant was found.", record, new)
 

@@ -1,5 +1,6 @@
-"""Tool calling: the model decides when to search and writes its own query; tools are
-tenant- and user-scoped; the loop guard caps the rounds; each call is recorded by id."""
+"""Tool calling: the model gets the retrieved sources and may search again with its own query
+(ADR 0041); tools are tenant- and user-scoped; the loop guard caps the rounds; each call is
+recorded by id."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import scope_to_tenant
+from app.graph.budget import AWAITING_SUMMARY
 from app.graph.composition import classify_query, refine_with_results
 from app.graph.context_quality import quality_score
 from app.graph.nodes.classify import TOOLS_REWRITE
-from app.graph.tool_context import OVER_BUDGET_RESULT
+from app.graph.tool_context import OVER_BUDGET_RESULT, tool_turn_metadata
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.llm.tokens import count_tokens
 from app.models import KbChunk
-from app.turns.types import PassageData
+from app.turns.types import PassageData, SourceRef
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import make_chatter, make_session, make_turn, make_user
 from tests.fakes import ToolCall, ToolCallingChatModel, text_of
@@ -82,10 +84,12 @@ async def test_a_model_that_keeps_searching_gets_tenant_scoped_results_until_the
     assert [s["kind"] for s in done["context_metadata"]["sources"]] == ["kb"]
     sources = next(e for e in events if e.name == "sources").data["sources"]
     assert [(s["n"], s["title"], s["cited"]) for s in sources] == [(1, "Returns policy", True)]
-    # Retrieval ran first: the first call already had the source the searches found again,
-    # and the searches kept its number.
+    # Retrieval ran first: the first call already had the source the searches found again;
+    # they kept its number and referred to it rather than quoting it again.
     assert "retrieve" in done["node_ms"]
     assert "Sources:\n[1] Returns policy" in text_of(model.calls[0])
+    found_again = _tool_results(model.calls[1])
+    assert found_again == "[1] Returns policy (already among the sources above)"
     assert done["triage"]["route"] == "tools"
     assert done["validation"]["sources"]["grounded"] is True
 
@@ -144,7 +148,7 @@ async def test_a_model_that_needs_no_search_answers_in_one_round(
     assert body["answer"] == "Two plus two is four."
     assert model.tools_offered == [True]
     assert body["context_metadata"]["tools"] == {"rounds": 0, "loop_guard": False}
-    assert not any(s["cited"] for s in body["sources"])  # offered, not cited
+    assert body["sources"] and not any(s["cited"] for s in body["sources"])  # offered only
 
 
 async def test_past_turn_tools_see_only_the_users_own_turns(
@@ -238,15 +242,14 @@ async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budge
     the manifest is recomputed from the sources gathered, and tool results share what the
     prompt left of the budget (one result a search, so the passage leaves some room)."""
     tenant, _user, chat, owner = await make_chatter(client, db)
-    filler = " ".join(
-        f"Damaged goods clause {i} applies to refunds and returns." for i in range(25)
-    )
-    await add_kb_document(db, tenant, "Returns policy", [filler])  # one chunk: always found
+    filler = " ".join(f"Warranty clause {i} covers repairs of faulty devices." for i in range(25))
+    await add_kb_document(db, tenant, "Returns policy", OURS)  # the one passage retrieved
+    await add_kb_document(db, tenant, "Warranty terms", [filler])  # what the searches find
     context = app.state.resources.turn_context
     context.settings = context.settings.model_copy(
-        update={"context_base_tokens": 650, "context_max_tokens": 650, "retrieval_k": 1}
+        update={"context_base_tokens": 450, "context_max_tokens": 450, "retrieval_k": 1}
     )
-    queries = iter(["refund window for damaged goods", "returns of damaged goods clauses"])
+    queries = iter(["warranty clauses for faulty devices", "warranty repairs of devices"])
 
     def plan(messages: list[BaseMessage]) -> list[ToolCall] | None:
         rounds = sum(isinstance(m, ToolMessage) for m in messages)
@@ -260,13 +263,16 @@ async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budge
 
     metadata = body["context_metadata"]
     assert metadata["tools"]["rounds"] == 2
-    assert metadata["reformulated_query"] == "refund window for damaged goods"
+    assert metadata["reformulated_query"] == "warranty clauses for faulty devices"
     # Sources gathered by the tools count, by kind, as on the always-retrieve path.
     kb_tokens = sum(s["tokens"] for s in metadata["sources"] if s["kind"] == "kb")
     assert kb_tokens > 0
     assert metadata["source_distribution"]["kb"] == kb_tokens
     assert metadata["source_distribution"]["attachment"] == 0
-    retrieved = {i for c in metadata["tools"]["calls"] for i in c["result_ids"]}
+    retrieved = set(metadata["retrieval"]["contributions"]) | {
+        i for c in metadata["tools"]["calls"] for i in c["result_ids"]
+    }  # what retrieve found, and what the searches did
+    assert len(retrieved) == 2
     chosen = [
         (
             PassageData(id=s["id"], kind="kb", source_id="", title="", text="", score=s["score"]),
@@ -285,9 +291,25 @@ async def test_a_tool_turn_accounts_for_what_the_tools_gathered_within_the_budge
     read = [str(m.content) for m in model.calls[-1] if isinstance(m, ToolMessage)]
     assert read[1] == OVER_BUDGET_RESULT
     assert sum(count_tokens(text) for text in read) == metadata["tools"]["result_tokens"]
-    assert prompt + count_tokens(read[0]) <= metadata["token_budget"] == 650
-    assert metadata["token_count"] <= 650 + count_tokens(OVER_BUDGET_RESULT)
+    assert prompt + count_tokens(read[0]) <= metadata["token_budget"] == 450
+    assert metadata["token_count"] <= 450 + count_tokens(OVER_BUDGET_RESULT)
     assert metadata["truncation_applied"] is True
     first, second = metadata["tools"]["truncated"]
     assert first["tokens_after"] < first["tokens_before"] and second["tokens_after"] == 0
     assert [t for t in metadata["truncated"] if t["kind"] == "tool_result"] == [first, second]
+
+
+def test_a_tool_turn_scores_its_context_as_build_context_did_when_its_budget_cut_it() -> None:
+    """The recount after the tools keeps build_context's penalty for what its budget cut (a
+    passage, history), not only for cut tool results; turns merely awaiting the summary are
+    not a cut."""
+    source = {"id": "c1", "kind": "kb", "source_id": "d1", "title": "T", "score": 0.5}
+    sources = [SourceRef(n=1, text="Some text.", **source)]  # type: ignore[typeddict-item]
+    chosen = [(PassageData(text="Some text.", **source), "Some text.", 3)]  # type: ignore[typeddict-item]
+    cut = {"id": "c2", "kind": "kb", "tokens_before": 300, "tokens_after": 40}
+    waiting = {"kind": "history", "turns": 2, "reason": AWAITING_SUMMARY}
+    for truncated, penalised in (([{**cut, "reason": "over budget"}], True), ([waiting], False)):
+        metadata = tool_turn_metadata(
+            {"truncated": truncated, "tools": {}}, "pure_kb", sources, retrieved=1
+        )
+        assert metadata["quality_score"] == quality_score("pure_kb", chosen, 1, penalised)

@@ -50,7 +50,9 @@ def _opening(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
 def _with_sources(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage]:
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
-    question = fit_question(state["query"], state["context_metadata"]["token_budget"])
+    # The question as the first call read it (build_context kept room for the instructions).
+    budget = state["context_metadata"]["token_budget"] - count_tokens(AGENT_INSTRUCTIONS)
+    question = fit_question(state["query"], budget)
     prompt[-1] = question_message(state["sources"], question)
     return to_langchain(prompt, cache_breakpoints=cache_breakpoints)
 
@@ -105,9 +107,11 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     # retrieve already corrected the composition with its passages: only sources of a kind
     # it did not find (from the tools) correct it again.
     refined = CompositionGuess(state["query_composition"], state["composition_confidence"], "")
-    kinds = {s["kind"] for s in state["sources"]}
-    if kinds != {p["kind"] for p in state["passages"]}:
-        refined = refine_with_results(refined, kinds)
+    retrieved_ids = {p["id"] for p in state["passages"]}
+    found = {p["kind"] for p in state["passages"]}
+    added = {s["kind"] for s in state["sources"] if s["id"] not in retrieved_ids}
+    if added - found:  # (a passage the budget left out changes nothing here)
+        refined = refine_with_results(refined, found | added)
     # build_context ran before any tool: bring its figures up to date with what was gathered.
     retrieved = {p["id"] for p in state["passages"]} | {
         i

@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from app.graph.budget import BudgetSettings
+from app.graph.budget import AWAITING_SUMMARY, BudgetSettings
 from app.graph.budget import build_context as fit_context
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
@@ -43,7 +43,7 @@ async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict
             {
                 "kind": "history",
                 "turns": state["awaiting_summary"],
-                "reason": "awaiting the background summary",
+                "reason": AWAITING_SUMMARY,
             }
         )
         built.metadata["truncation_applied"] = True

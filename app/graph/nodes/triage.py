@@ -120,5 +120,5 @@ def _redacted(turn: HistoryTurn) -> HistoryTurn:
 
 
 def uses_tools(ctx: TurnContext) -> bool:
-    """Whether this turn's model decides on retrieval itself (tool calling)."""
+    """Whether this turn's model gets tools (tool calling) besides the retrieved sources."""
     return ctx.settings.agent_tools and tool_model(ctx.responder) is not None
