@@ -313,3 +313,26 @@ def test_a_tool_turn_scores_its_context_as_build_context_did_when_its_budget_cut
             {"truncated": truncated, "tools": {}}, "pure_kb", sources, retrieved=1
         )
         assert metadata["quality_score"] == quality_score("pure_kb", chosen, 1, penalised)
+
+
+async def test_a_passage_the_budget_left_out_does_not_change_the_turns_composition(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """retrieve found the knowledge base; a prompt too small for any passage is still a
+    knowledge-base turn (only a kind of source the tools add corrects it again)."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await add_kb_document(db, tenant, "Returns policy", OURS)
+    context = app.state.resources.turn_context
+    context.settings = context.settings.model_copy(
+        update={"context_base_tokens": 270, "context_max_tokens": 270}
+    )
+    model = ToolCallingChatModel(reply=lambda _: "I cannot say.", plan=lambda _: None)
+    use_model(app, model)
+
+    body = (await ask(client, owner, chat, "How long do I have to return damaged goods?")).json()
+
+    metadata = body["context_metadata"]
+    assert metadata["retrieval"]["contributions"]  # found ...
+    assert body["sources"] == []  # ... but no passage fitted
+    assert [d["reason"] for d in metadata["dropped"]] == ["over budget"]
+    assert metadata["query_composition"] == "pure_kb"
