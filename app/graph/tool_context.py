@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from app.graph.budget import AWAITING_SUMMARY, MIN_PASSAGE_TOKENS
 from app.graph.context_quality import quality_score
 from app.graph.state import Composition
-from app.graph.tools import AGENT_INSTRUCTIONS
+from app.graph.tools import instruction_tokens
 from app.llm.tokens import count_tokens, truncate_to_tokens
 from app.turns.types import PassageData, SourceRef
 
@@ -26,7 +26,7 @@ OVER_BUDGET_RESULT = "The results did not fit in the context budget; answer from
 
 def prompt_tokens(metadata: dict[str, Any]) -> int:
     """The tool-calling prompt: build_context's prompt plus the agent instructions."""
-    return int(metadata.get("token_count", 0)) + count_tokens(AGENT_INSTRUCTIONS)
+    return int(metadata.get("token_count", 0)) + instruction_tokens()
 
 
 def result_allowance(metadata: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -24,7 +25,7 @@ from app.graph.context import TurnContext
 from app.graph.source_framing import defuse, quote_source
 from app.graph.state import TurnState
 from app.llm.responder import ChatModelResponder, Responder
-from app.llm.tokens import truncate_to_tokens
+from app.llm.tokens import count_tokens, truncate_to_tokens
 from app.turns.repository import TurnRepository
 from app.turns.types import SourceRef
 
@@ -86,6 +87,13 @@ AGENT_INSTRUCTIONS = (
     "retrieve_past_answer for questions about earlier turns. Cite sources and search results "
     "by their numbers, like [1]."
 )
+
+
+@cache
+def instruction_tokens() -> int:
+    """What the agent's instructions add to a prompt, in tokens (counted once: every tool
+    turn's budget keeps room for them)."""
+    return count_tokens(AGENT_INSTRUCTIONS)
 
 
 def tool_model(responder: Responder) -> BaseChatModel | None:

@@ -35,7 +35,13 @@ from app.graph.tool_context import (
     result_allowance,
     tool_turn_metadata,
 )
-from app.graph.tools import AGENT_INSTRUCTIONS, TOOL_SCHEMAS, run_tool, tool_model
+from app.graph.tools import (
+    AGENT_INSTRUCTIONS,
+    TOOL_SCHEMAS,
+    instruction_tokens,
+    run_tool,
+    tool_model,
+)
 from app.llm.responder import cache_tokens, to_langchain
 from app.llm.tokens import count_tokens
 from app.turns.types import ChatMessage, SourceRef, Usage
@@ -51,7 +57,7 @@ def _with_sources(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
     # The question as the first call read it (build_context kept room for the instructions).
-    budget = state["context_metadata"]["token_budget"] - count_tokens(AGENT_INSTRUCTIONS)
+    budget = state["context_metadata"]["token_budget"] - instruction_tokens()
     question = fit_question(state["query"], budget)
     prompt[-1] = question_message(state["sources"], question)
     return to_langchain(prompt, cache_breakpoints=cache_breakpoints)

@@ -16,8 +16,7 @@ from app.graph.budget import AWAITING_SUMMARY, BudgetSettings
 from app.graph.budget import build_context as fit_context
 from app.graph.context import TurnContext
 from app.graph.state import TurnState
-from app.graph.tools import AGENT_INSTRUCTIONS
-from app.llm.tokens import count_tokens
+from app.graph.tools import instruction_tokens
 
 
 async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -36,7 +35,7 @@ async def build_context(state: TurnState, runtime: Runtime[TurnContext]) -> dict
         summary=state["summary"],
         settings=settings,
         # A tool-calling model's first call adds its instructions to this prompt (agent).
-        reserved=count_tokens(AGENT_INSTRUCTIONS) if state["triage"]["route"] == "tools" else 0,
+        reserved=instruction_tokens() if state["triage"]["route"] == "tools" else 0,
     )
     if state["awaiting_summary"]:  # uncovered turns older than the cache: not in this prompt
         built.metadata["truncated"].append(
