@@ -191,24 +191,41 @@ def orders_to_ignore(clause: str) -> bool:
     """Whether a folded clause tells its reader to ignore or override their instructions:
     IGNORE/OVERRIDE, then PRIOR, then INSTR, the last two one object ("the previous
     instructions", "everything you were told", "your rules"), not any noun ("skip the
-    previous steps", "ignore the earlier error")."""
+    previous steps", "ignore the earlier error").
+
+    Linear in the clause's words: whether an object starting after each position reaches
+    INSTR is computed once, from the end (`_objects_from`). Scanning forward from every
+    PRIOR of every verb cost the square of the clause ("ignore previous " repeated over
+    32,000 characters held the event loop for seconds; issue 33)."""
     words = _WORDS.findall(_ORDER_OBJECTS.sub(_OBJECT_MARK, clause))
     marks = [_MARKS.get(w) or _CONCEPTS.get(w) or _CONCEPT_STEMS.get(w[:6]) for w in words]
+    reaches = _objects_from(words, marks)
     for verb, mark in enumerate(marks):
         if mark not in _IGNORING:
             continue
         for prior in range(verb + 1, min(len(marks), verb + 1 + OBJECT_REACH)):
-            if marks[prior] != "PRIOR":
-                continue
-            between = 0
-            for noun in range(prior + 1, len(marks)):
-                if marks[noun] == "INSTR":
-                    return True
-                if marks[noun] is None and words[noun] not in _STOP:
-                    between += 1
-                    if between > MODIFIER_REACH:
-                        break
+            if marks[prior] == "PRIOR" and reaches[prior + 1]:
+                return True
     return False
+
+
+def _objects_from(words: list[str], marks: list[str | None]) -> list[bool]:
+    """For each position, whether reading on from there meets INSTR before more than
+    `MODIFIER_REACH` other content words: the rest of a PRIOR ... INSTR object. One pass
+    from the end, one row per number of content words still allowed."""
+    length = len(marks)
+    # ahead[r][q]: from position q, with r more content words allowed, INSTR is reached.
+    ahead = [[False] * (length + 1) for _ in range(MODIFIER_REACH + 1)]
+    for q in range(length - 1, -1, -1):
+        content = marks[q] is None and words[q] not in _STOP
+        for r in range(MODIFIER_REACH + 1):
+            if marks[q] == "INSTR":
+                ahead[r][q] = True
+            elif content:
+                ahead[r][q] = r > 0 and ahead[r - 1][q + 1]
+            else:
+                ahead[r][q] = ahead[r][q + 1]
+    return ahead[MODIFIER_REACH]
 
 
 def _ignores_nothing(phrase: _Phrase) -> bool:
