@@ -3,10 +3,18 @@
 `prepare` (extract, sanitise, anonymise, chunk) is pure Python holding the GIL for seconds
 on a large file; in a thread it would still take the interpreter from the event loop, so it
 runs in a small pool of spawned worker processes. They are niced, so the API's own work
-comes first on a busy machine, and each one is replaced after `MAX_TASKS_PER_WORKER`
-documents, so the memory a large document left fragmented goes back to the system. The
-pool starts with the first document that needs it. A small text file is cheaper to prepare
-here than to send to another process.
+comes first on a busy machine. The pool starts with the first document that needs it. A
+small text file is cheaper to prepare here than to send to another process.
+
+Workers are replaced after about `MAX_TASKS_PER_WORKER` documents each, so the memory a
+large document left fragmented goes back to the system: after `workers x
+MAX_TASKS_PER_WORKER` documents the pool is retired (it finishes what it holds, then its
+processes exit) and the next document starts a new one. Not `max_tasks_per_child`: on
+Python 3.11 a pool never replaces a worker that reached its limit while work is queued
+(CPython gh-115634), and in-process ingestion stopped for good after 40 documents, their
+leases renewed forever by a live process (issue 31). At most `workers` documents are in
+the workers at once (a semaphore), so a retired pool and its successor never together run
+more than `workers` documents.
 """
 
 from __future__ import annotations
@@ -77,6 +85,8 @@ class PreparePool:
         self.work = work
         """What runs: `prepare`, or a picklable stand-in (tests pause it mid-document)."""
         self._executor: Executor | None = None
+        self._sent_to_executor = 0
+        self._slots: asyncio.Semaphore | None = None
         self._trim = _malloc_trim()
         self._trims_owed = 0
         self._trim_again = False
@@ -85,29 +95,43 @@ class PreparePool:
     def _pool(self) -> Executor | None:
         if self.workers == 0:
             return None  # the event loop's default thread pool
+        if self._sent_to_executor >= self.workers * MAX_TASKS_PER_WORKER:
+            self._retire()
         if self._executor is None:
             self._executor = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),  # no forked event loop or sockets
                 initializer=_start_worker,
                 initargs=(os.getpid(),),
-                max_tasks_per_child=MAX_TASKS_PER_WORKER,
             )
+            self._sent_to_executor = 0
+        self._sent_to_executor += 1
         return self._executor
+
+    def _retire(self) -> None:
+        """Let the current pool finish what it holds, then its processes exit; the next
+        document starts a new pool (fresh processes, their memory back to the system)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
 
     async def prepare(self, source: bytes, options: PrepareOptions) -> Prepared:
         """`prepare(source, options)`, off the event loop unless the file is tiny text."""
         if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
             return self.work(source, options)
-        executor = self._pool()
-        self._trims_owed += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(
-                executor, self.work, source, options
-            )
-        except BrokenProcessPool as exc:
-            self._discard(executor)
-            raise WorkerLost("The process preparing the document stopped.") from exc
+        if self._slots is None:
+            # Threads (workers=0) are not bounded here: the default thread pool is.
+            self._slots = asyncio.Semaphore(self.workers or 1_000_000)
+        async with self._slots:
+            executor = self._pool()
+            self._trims_owed += 1
+            try:
+                return await asyncio.get_running_loop().run_in_executor(
+                    executor, self.work, source, options
+                )
+            except BrokenProcessPool as exc:
+                self._discard(executor)
+                raise WorkerLost("The process preparing the document stopped.") from exc
 
     def release_memory(self) -> None:
         """Hand the memory a large document left free back to the system, in a thread.
