@@ -92,6 +92,21 @@ class RedisHandle:
         """Close the client and its pool."""
         await self.client.aclose()
 
+    def dedicated_client(self) -> Redis:
+        """A client with one connection of its own, outside the shared pool, for a task that
+        blocks in Redis on behalf of many callers (the stream tail's XREAD): its waits must
+        never hold a connection the pool's other callers need. In process: the one client."""
+        if self.in_process:
+            return self.client
+        shared = self.client.connection_pool
+        pool = BlockingConnectionPool(
+            connection_class=shared.connection_class,
+            max_connections=1,
+            timeout=SOCKET_TIMEOUT_SECONDS,
+            **shared.connection_kwargs,
+        )
+        return Redis.from_pool(pool)
+
 
 def build_redis(settings: Settings) -> RedisHandle:
     """The Redis handle for the settings: a real pool, or fakeredis without `REDIS_URL`."""

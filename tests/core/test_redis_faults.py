@@ -64,7 +64,7 @@ async def _write_stream(buffer: StreamBuffer, count: int) -> list[BufferedEvent]
     writer.close()
     await asyncio.wait_for(writer.task, 60)
     assert not writer.failed
-    return await buffer.read_after(turn_id, 0, block=False)
+    return await buffer.read_after(turn_id, 0)
 
 
 async def test_more_concurrent_operations_than_the_pool_holds_wait_for_a_connection(
@@ -142,7 +142,7 @@ async def test_a_buffer_writer_survives_a_fault_mid_stream_and_the_buffer_ends_c
     writer.close()
     await asyncio.wait_for(writer.task, 60)
 
-    events = await buffer.read_after(turn_id, 0, block=False)
+    events = await buffer.read_after(turn_id, 0)
     assert [e.event_id for e in events] == list(range(1, TOKENS + 1))
     assert [e.data.get("text") for e in events[:-1]] == [f"t{i}" for i in range(1, TOKENS)]
     assert events[-1].name == "done"

@@ -16,7 +16,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +27,6 @@ from app.privacy.marks import is_erased
 logger = logging.getLogger(__name__)
 
 TERMINAL_EVENTS = frozenset({"done", "error"})
-# Below the client's socket timeout (1 s): a blocking read must return before it.
-_BLOCK_MS = 500
 # A buffer is given up after its writes failed this long: longer than a Redis restart or a
 # burst that exhausts the pool, far shorter than the buffer's life (resume after that).
 GIVE_UP_SECONDS = 30.0
@@ -73,28 +70,13 @@ class StreamBuffer:
     async def last_event(self, turn_id: uuid.UUID) -> BufferedEvent | None:
         """The newest buffered event of the turn."""
         entries: Any = await self.redis.client.xrevrange(self.events_key(turn_id), count=1)
-        return _decode(entries[0]) if entries else None
+        return decode_entry(entries[0]) if entries else None
 
-    async def read_after(self, turn_id: uuid.UUID, after: int, block: bool) -> list[BufferedEvent]:
-        """Events with an id above `after`; waits briefly for new ones when `block`."""
-        key = self.events_key(turn_id)
-        if not block:
-            entries: Any = await self.redis.client.xrange(key, min=f"({after}-0")
-            return [_decode(entry) for entry in entries]
-        answer: Any = await self.redis.client.xread({key: f"{after}-0"}, block=_BLOCK_MS)
-        return [_decode(entry) for _, entries in answer or [] for entry in entries]
-
-    async def follow(self, turn_id: uuid.UUID, after: int) -> AsyncIterator[BufferedEvent | None]:
-        """Every event after `after`, then the live ones as they arrive; None marks a blocking
-        read that found nothing (so the caller can send heartbeats and check for silence)."""
-        while True:
-            events = await self.read_after(turn_id, after, block=True)
-            if not events:
-                yield None
-                continue
-            for event in events:
-                after = event.event_id
-                yield event
+    async def read_after(self, turn_id: uuid.UUID, after: int) -> list[BufferedEvent]:
+        """Events with an id above `after` (one XRANGE; never blocks: waiting for new ones
+        is the tail's job, `app.chat.streaming.tail`)."""
+        entries: Any = await self.redis.client.xrange(self.events_key(turn_id), min=f"({after}-0")
+        return [decode_entry(entry) for entry in entries]
 
 
 # The end of a stream whose producer is gone (docs/adr/0016): appended after the last event
@@ -124,7 +106,7 @@ async def buffered_events(buffer: StreamBuffer, turn_id: uuid.UUID) -> list[Buff
     """Every event of the turn's buffer, in order (what an orphan's partial answer is
     recovered from)."""
     entries: Any = await buffer.redis.client.xrange(buffer.events_key(turn_id))
-    return [_decode(entry) for entry in entries]
+    return [decode_entry(entry) for entry in entries]
 
 
 async def append_terminal(
@@ -140,7 +122,7 @@ async def append_terminal(
     return int(result or 0)
 
 
-def _decode(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
+def decode_entry(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
     entry_id, fields = entry
     raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
     name = fields[b"n"].decode() if b"n" in fields else fields["n"]

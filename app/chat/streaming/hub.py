@@ -23,12 +23,15 @@ from app.chat.events import TurnEvent
 from app.chat.runner import PreparedTurn
 from app.chat.streaming.buffer import StreamBuffer
 from app.chat.streaming.run import Finisher, RunHandle
+from app.chat.streaming.tail import BufferTail
 from app.core.process import process_id
 from app.core.redis import RedisHandle
 
 logger = logging.getLogger(__name__)
 
 STOP, ATTACH = "stop", "attach"
+ANNOUNCE_EVERY_SECONDS = 1.0
+_ANNOUNCED_KEPT = 1000
 _STOP_ATTEMPTS, _STOP_RETRY_SECONDS = 3, 0.6
 
 
@@ -49,6 +52,9 @@ class StreamHub:
     def __init__(self, redis: RedisHandle, buffer: StreamBuffer) -> None:
         self.redis = redis
         self.buffer = buffer
+        self.tail = BufferTail(buffer, redis.dedicated_client())
+        """The one reader that resumed streams of this process wait on."""
+        self._announced: dict[uuid.UUID, float] = {}
         self.runs: dict[uuid.UUID, RunHandle] = {}
         self.channel = redis.key("stream-control")
         self.own_channel = self.owner_channel(process_id())
@@ -124,11 +130,22 @@ class StreamHub:
             await asyncio.wait(tasks, timeout=wait_seconds)
 
     async def announce_attached(self, turn_id: uuid.UUID) -> None:
-        """A resuming client follows this turn: its generation must not time out."""
+        """A resuming client follows this turn: its generation must not time out. Published
+        at most once a second per turn, however many clients of this process follow it."""
         run = self.runs.get(turn_id)
+        now = time.monotonic()
         if run is not None:
-            run.attached_at = time.monotonic()
+            run.attached_at = now
             return
+        if now - self._announced.get(turn_id, 0.0) < ANNOUNCE_EVERY_SECONDS:
+            return
+        self._announced[turn_id] = now
+        if len(self._announced) > _ANNOUNCED_KEPT:  # forget turns announced long ago
+            self._announced = {
+                turn: at
+                for turn, at in self._announced.items()
+                if now - at < ANNOUNCE_EVERY_SECONDS
+            }
         with contextlib.suppress(Exception):  # no Redis: nothing could be resumed anyway
             await self.redis.client.publish(self.channel, f"{ATTACH}:{turn_id}")
 
@@ -173,3 +190,4 @@ class StreamHub:
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.wait([self._listener], timeout=2.0)
+        await self.tail.close()

@@ -24,13 +24,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from app.auth.principal import Principal
 from app.chat.streaming.buffer import TERMINAL_EVENTS
-from app.chat.streaming.hub import StreamHub
+from app.chat.streaming.hub import ANNOUNCE_EVERY_SECONDS, StreamHub
 from app.chat.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.core.errors import BadRequest, NotFound, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
-ANNOUNCE_EVERY_SECONDS = 1.0
 MAX_EVENT_ID = 2**53 - 1
 """Event ids are small counters; anything above this (2^53 - 1, the largest integer a
 JavaScript client holds exactly) cannot name an event, and must not reach Redis, whose stream
@@ -133,7 +132,7 @@ async def _follow(
     last_output = last_event = last_settle = now
     last_announce = 0.0
     settled_at: float | None = None
-    async for event in hub.buffer.follow(turn_id, after):
+    async for event in hub.tail.follow(turn_id, after):
         if hub.shutting_down.is_set():
             yield SHUTDOWN_EVENT
             return
@@ -142,8 +141,10 @@ async def _follow(
             await hub.announce_attached(turn_id)
             last_announce = now
         if event is None:
-            ended = await _ended_at_or_before(hub, turn_id, last_id)
-            if ended is not None:  # the client claimed to be past the end
+            # Only a client that claimed to be past the end can miss the end: once an event
+            # came, the terminal one comes the same way.
+            ended = await _ended_at_or_before(hub, turn_id, last_id) if last_id == after else None
+            if ended is not None:
                 yield ended
                 return
             if (
