@@ -187,6 +187,13 @@ class Settings(BaseSettings):
     """After a disconnect, how long generation waits for a resuming client before stopping."""
     sse_retry_ms: int = Field(default=1000, ge=0)
     """The `retry:` hint sent to EventSource clients (reconnect delay)."""
+    sse_follow_max_per_user: int = Field(default=8, ge=1)
+    """Streams one user may follow at once in one process (resumes and retries that join a
+    running turn); 429 above."""
+    sse_follow_max_per_turn: int = Field(default=4, ge=1)
+    """Of those, how many may follow the same turn (tabs, a reconnecting phone)."""
+    sse_follow_per_user_per_min: int = Field(default=60, ge=0)
+    """Streams one user may start following a minute, across processes (0: unlimited)."""
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
     turn_lease_seconds: float = Field(default=60.0, gt=0)
     """A running turn's lease: a pending turn not renewed for this long is an orphan (its

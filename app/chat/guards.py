@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from app.chat.idempotency import IdempotencyStore
 from app.chat.leases import TurnLeases
 from app.chat.streaming.buffer import StreamBuffer
+from app.chat.streaming.follow_limits import FollowLimits
 from app.chat.streaming.hub import StreamHub
 from app.chat.streaming.run import RunOutcome
 from app.config import Settings
@@ -23,6 +24,8 @@ class ChatGuards:
     streams: StreamHub
     idempotency: IdempotencyStore
     limiter: UsageLimiter
+    follows: FollowLimits
+    """How many streams a user may follow (resume) at once and per minute."""
     leases: TurnLeases | None = None
     """Set in lifespan: who runs which turn, and the finisher of orphaned turns (needs the
     database, which the guards do not hold)."""
@@ -49,6 +52,7 @@ class ChatGuards:
                 ),
             ),
             limiter=UsageLimiter(redis, settings),
+            follows=FollowLimits(redis, settings),
         )
 
     async def account(self, outcome: RunOutcome) -> None:

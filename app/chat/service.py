@@ -104,7 +104,8 @@ class ChatService:
             stored = await self.replay.join(principal, claim)
             if stored is not None:
                 return StartedStream(claim.turn_id, stored)
-            return StartedStream(claim.turn_id, _counted(self._follow(principal, claim.turn_id, 0)))
+            await self.guards.follows.admit(principal.user_id, claim.turn_id)
+            return StartedStream(claim.turn_id, self._follow(principal, claim.turn_id, 0))
         turn = await self._admit(principal, body, claim, turn_id, opening)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
@@ -125,8 +126,9 @@ class ChatService:
         """The caller's stream after event `after`, then its live rest (404 when the stream
         is not the caller's or no longer buffered)."""
         await check_resumable(self.guards.streams, principal, turn_id)
+        await self.guards.follows.admit(principal.user_id, turn_id)
         metrics.STREAMS_STARTED.labels(kind="resumed").inc()
-        return _counted(self._follow(principal, turn_id, after))
+        return self._follow(principal, turn_id, after)
 
     async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
         """Stop a running turn wherever it runs (`stopping`), or finish it here when the
@@ -221,8 +223,9 @@ class ChatService:
         return (guards.account, guards.idempotency.finisher(claim))
 
     def _follow(self, principal: Principal, turn_id: uuid.UUID, after: int) -> AsyncIterator[bytes]:
+        """The turn's stream after `after`, counted, within the user's follow limits."""
         settings = self.settings
-        return resumed_stream(
+        events = resumed_stream(
             self.guards.streams,
             turn_id,
             after,
@@ -232,6 +235,7 @@ class ChatService:
             settle=self._settler(principal, turn_id),
             settle_every_seconds=settings.turn_lease_renew_seconds,
         )
+        return _counted(self.guards.follows.bounded(principal.user_id, turn_id, events))
 
     def _settler(self, principal: Principal, turn_id: uuid.UUID) -> Settle:
         return partial(self._leases().settle, principal.tenant_id, turn_id)
