@@ -1,7 +1,12 @@
 """Login throttling: failed attempts per e-mail and per client address, counted in Redis.
 
 Without it, passwords could be guessed at the speed of argon2 and the hashing itself used to
-exhaust the server. When Redis is down the throttle is skipped (logged), not the login.
+exhaust the server. It fails closed, as the usage limiter does (docs/adr/0015): when Redis
+answers but the count fails (no pooled connection free in time, say), the login is a 503
+with `Retry-After`, never an unchecked guess; when Redis is down (no connection can be
+opened), this process counts on its own (`LocalCounters`), so guessing stays throttled per
+process and people can still sign in. It used to skip the throttle on any Redis error: with
+the pool drained by other requests, 15 wrong passwords in a row were all checked (issue 33).
 
 An attempt takes its slot before the password is checked, in one Lua script over both
 counters (`reserve`): checking first and counting after let 40 parallel guesses all through
@@ -13,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
-from app.core.errors import TooManyRequests
+from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle
 
 logger = logging.getLogger(__name__)
@@ -48,13 +54,65 @@ return 1
 """
 
 
+class LocalCounters:
+    """This process's failure counters while Redis is down: the same fixed windows as the
+    Lua scripts, in memory, bounded (past `max_keys` live counters, attempts are refused)."""
+
+    def __init__(self, max_keys: int = 100_000) -> None:
+        self.max_keys = max_keys
+        self._counts: dict[str, tuple[int, float]] = {}  # key: (count, window end)
+
+    def _live(self, key: str, now: float) -> int:
+        count, ends = self._counts.get(key, (0, 0.0))
+        return count if ends > now else 0
+
+    def reserve(self, keys: list[str], limits: tuple[int, ...], window: int) -> int:
+        """0 when admitted (every counter counted), else the seconds until the first counter
+        over its limit frees a slot; as `_RESERVE` does in Redis."""
+        now = time.monotonic()
+        if len(self._counts) >= self.max_keys:
+            self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
+            if len(self._counts) >= self.max_keys:
+                return window  # too many distinct guessers to count: nobody is let through
+        for key, limit in zip(keys, limits, strict=True):
+            if self._live(key, now) + 1 > limit:
+                return max(1, int(self._counts[key][1] - now))
+        for key in keys:
+            count = self._live(key, now)
+            ends = self._counts[key][1] if count else now + window
+            self._counts[key] = (count + 1, ends)
+        return 0
+
+    def release(self, keys: list[str]) -> None:
+        """A successful login, as `_RELEASE` does: the e-mail's failures cleared, the
+        client's slot given back."""
+        self._counts.pop(keys[0], None)
+        for key in keys[1:]:
+            count, ends = self._counts.get(key, (0, 0.0))
+            if count > 0:
+                self._counts[key] = (count - 1, ends)
+
+
+LOCAL_COUNTERS = LocalCounters()
+"""The process's counters for when Redis is down."""
+
+
 class LoginThrottle:
     """Limits failed logins per e-mail and per client address, in Redis."""
 
-    def __init__(self, redis: RedisHandle, *, max_failures: int, window_seconds: int) -> None:
+    def __init__(
+        self,
+        redis: RedisHandle,
+        *,
+        max_failures: int,
+        window_seconds: int,
+        local: LocalCounters = LOCAL_COUNTERS,
+    ) -> None:
         self.redis = redis
         self.max_failures = max_failures
         self.window = window_seconds
+        self.local = local
+        self._counted_locally = False
 
     def _keys(self, email: str, client: str | None) -> list[str]:
         # The e-mail hashed: a key must not hold personal data an erasure would have to find.
@@ -66,7 +124,8 @@ class LoginThrottle:
 
     async def reserve(self, email: str, client: str | None) -> None:
         """Count this attempt against the e-mail and the client, or refuse it (429) when
-        either has used up its failures in the window. Call before checking the password."""
+        either has used up its failures in the window. Call before checking the password.
+        503 when Redis answers but the count failed."""
         keys = self._keys(email, client)
         limits = (self.max_failures, self.max_failures * 5)[: len(keys)]
         try:
@@ -74,8 +133,16 @@ class LoginThrottle:
                 await self.redis.client.eval(_RESERVE, len(keys), *keys, self.window, *limits)
             )
         except Exception:
-            logger.warning("login throttle unavailable", exc_info=True)
-            return
+            if await self.redis.reachable():
+                logger.warning("login throttle failed though Redis answers", exc_info=True)
+                raise ServiceUnavailable(
+                    "Sign-in is unavailable for a moment; retry shortly.",
+                    code="login_unavailable",
+                    headers={"Retry-After": "1"},
+                ) from None
+            logger.warning("Redis is down: login failures counted by this process")
+            retry = self.local.reserve(keys, limits, self.window)
+            self._counted_locally = True
         if retry:
             raise TooManyRequests(
                 "Too many failed logins; try again later.",
@@ -85,8 +152,11 @@ class LoginThrottle:
 
     async def succeeded(self, email: str, client: str | None) -> None:
         """The password was right: this attempt was no failure."""
+        keys = self._keys(email, client)
+        if self._counted_locally:
+            self.local.release(keys)
+            return
         try:
-            keys = self._keys(email, client)
             await self.redis.client.eval(_RELEASE, len(keys), *keys)
-        except Exception:
-            logger.warning("login throttle unavailable", exc_info=True)
+        except Exception:  # the attempt stays counted as a failure: harmless
+            logger.warning("login throttle could not release a slot", exc_info=True)

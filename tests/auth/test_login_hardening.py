@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from app.auth import passwords
 from app.config import Settings
 from app.main import create_app
 from tests.factories import DEFAULT_PASSWORD, make_tenant, make_user
+from tests.private_redis import private_redis
 
 
 @pytest.mark.committed  # parallel requests: each needs its own connection
@@ -157,3 +159,53 @@ async def test_a_login_verifies_one_hash_whatever_the_email(
     )
     assert shared.json()["error"]["code"] == "tenant_required"
     assert verifications() == 1
+
+
+async def test_the_throttle_fails_closed_when_redis_answers_but_the_count_fails(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """A count that fails while Redis answers is a 503, never a password checked unthrottled
+    (it used to be skipped: with the pool drained, 15 wrong passwords were 15 x 401)."""
+    user = await make_user(db, await make_tenant(db))
+    redis = app.state.resources.redis
+    digest = hashlib.sha256(user.email.strip().lower().encode()).hexdigest()
+    # A key of the wrong type: Redis answers every command, and the throttle's script fails.
+    await redis.client.hset(redis.key("login-failures", "email", digest), "x", "1")
+    try:
+        for password in ("guess", DEFAULT_PASSWORD):
+            response = await client.post(
+                "/auth/token", json={"email": user.email, "password": password}
+            )
+            assert response.status_code == 503
+            assert response.json()["error"]["code"] == "login_unavailable"
+            assert response.headers["retry-after"] == "1"
+    finally:
+        await redis.client.delete(redis.key("login-failures", "email", digest))
+    assert (
+        await client.post("/auth/token", json={"email": user.email, "password": DEFAULT_PASSWORD})
+    ).status_code == 200
+
+
+@pytest.mark.committed
+async def test_with_redis_down_the_process_counts_failed_logins_itself(
+    settings: Settings, db: AsyncSession, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    with private_redis() as server:
+        application = create_app(settings.model_copy(update={"redis_url": server.url}))
+        async with application.router.lifespan_context(application):
+            application.state.resources.use_sessionmaker(sessionmaker)
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t.test") as client:
+                user = await make_user(db, await make_tenant(db))
+                server.stop()
+                statuses = []
+                for i in range(settings.login_max_failures + 2):
+                    response = await client.post(
+                        "/auth/token", json={"email": user.email, "password": f"guess-{i}"}
+                    )
+                    statuses.append(response.status_code)
+                right = await client.post(
+                    "/auth/token", json={"email": user.email, "password": DEFAULT_PASSWORD}
+                )
+    assert statuses == [401] * settings.login_max_failures + [429, 429]
+    assert right.status_code == 429
