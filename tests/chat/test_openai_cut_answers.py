@@ -1,6 +1,9 @@
 """A `/v1` turn cut before its end (stopped, shut down, its run lost) is reported as cut:
 `finish_reason` "length", which OpenAI clients show as a truncated answer, streamed or not.
-A turn that ran to its end still finishes with "stop"."""
+A turn that ran to its end still finishes with "stop".
+
+Here rather than in tests/openai_compat: these tests commit (and truncate after), which would
+empty that package's shared world (its tenants and API keys) under the tests after them."""
 
 from __future__ import annotations
 
