@@ -101,7 +101,7 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
 def unpooled_engine(engine: AsyncEngine, *, connect_timeout: float) -> AsyncEngine:
     """An engine on `engine`'s database that opens a new connection for each use, within
     `connect_timeout` seconds, and keeps none: to ask the database itself when `engine`'s pool
-    has no connection to give (readiness, docs/adr/0045). Dispose of it after use."""
+    has no connection to give (readiness, docs/adr/0046). Dispose of it after use."""
     return create_async_engine(
         engine.url,
         poolclass=NullPool,

@@ -129,7 +129,7 @@ def _too_large(limit: int) -> str:
 MULTIPART_ENVELOPE_BYTES = 64 * 1024
 """What a multipart upload may carry besides its file: the boundaries, each part's headers
 (the file's name among them) and the form's other fields (a document's title, external id,
-metadata). Generous for any of them, and a bound (docs/adr/0044)."""
+metadata). Generous for any of them, and a bound (docs/adr/0045)."""
 
 
 class BodySizeLimitMiddleware:

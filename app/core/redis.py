@@ -77,7 +77,7 @@ class RedisHandle:
         command failed on its way.
 
         The probe runs in a thread of its own, on blocking sockets whose timeouts the kernel
-        keeps (docs/adr/0045): an event loop too busy to run a callback on time (the load
+        keeps (docs/adr/0046): an event loop too busy to run a callback on time (the load
         under which pooled operations fail in the first place) must not count against Redis,
         as a timeout measured by the loop did. Callers that ask while a probe is under way
         share its answer, so a burst of failures opens one connection, not one each."""

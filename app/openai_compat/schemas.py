@@ -109,7 +109,7 @@ FinishReason = Literal["stop", "length"]
 def finish_reason(status: str) -> FinishReason:
     """OpenAI's `finish_reason` for a turn of this status: "length" for an answer cut before
     its end (`incomplete`: stopped, shut down, its run lost), which OpenAI clients show as
-    truncated; "stop" for one that ran to its end (docs/adr/0043)."""
+    truncated; "stop" for one that ran to its end (docs/adr/0044)."""
     return "length" if status == "incomplete" else "stop"
 
 

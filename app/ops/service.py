@@ -1,7 +1,7 @@
 """Readiness: whether PostgreSQL answers and is migrated to head, whether its vectors are the
 model this process embeds with, and whether Redis answers.
 
-"Busy" is not "down" (docs/adr/0045, as docs/adr/0015 for Redis): when no pooled connection
+"Busy" is not "down" (docs/adr/0046, as docs/adr/0015 for Redis): when no pooled connection
 is free in time, or the checks' statements wait (locks, load), the database is asked on a new
 connection outside the pool. If that connection opens, PostgreSQL answers: it is `busy`, and
 the instance stays ready (status `degraded`). Only a database no new connection reaches is
