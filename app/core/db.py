@@ -17,12 +17,14 @@ from sqlalchemy import DateTime, MetaData, event, func, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column
+from sqlalchemy.pool import NullPool
 
 NAMING_CONVENTION: Mapping[str, str] = {
     "ix": "ix_%(column_0_label)s",
@@ -45,6 +47,7 @@ _SET_SCOPE = text(
     "SELECT "
     + ", ".join(f"set_config('{name}', :s{i}, true)" for i, name in enumerate(SCOPE_SETTINGS))
 )
+_PING = text("SELECT 1")
 
 
 class Base(DeclarativeBase):
@@ -93,6 +96,25 @@ def create_engine(url: URL, *, pool_size: int = 10, max_overflow: int = 10) -> A
         pool_recycle=1800,
         connect_args={"server_settings": {"application_name": "threadline"}},
     )
+
+
+def unpooled_engine(engine: AsyncEngine, *, connect_timeout: float) -> AsyncEngine:
+    """An engine on `engine`'s database that opens a new connection for each use, within
+    `connect_timeout` seconds, and keeps none: to ask the database itself when `engine`'s pool
+    has no connection to give (readiness, docs/adr/0046). Dispose of it after use."""
+    return create_async_engine(
+        engine.url,
+        poolclass=NullPool,
+        connect_args={
+            "timeout": connect_timeout,
+            "server_settings": {"application_name": "threadline-probe"},
+        },
+    )
+
+
+async def ping(connection: AsyncConnection) -> None:
+    """One round trip that touches no table (waits on no lock): the server answers."""
+    await connection.execute(_PING)
 
 
 def create_sessionmaker(bind: AsyncEngine | Any) -> async_sessionmaker[AsyncSession]:

@@ -126,11 +126,20 @@ def _too_large(limit: int) -> str:
     return f"The request body exceeds the limit of {limit} bytes."
 
 
+MULTIPART_ENVELOPE_BYTES = 64 * 1024
+"""What a multipart upload may carry besides its file: the boundaries, each part's headers
+(the file's name among them) and the form's other fields (a document's title, external id,
+metadata). Generous for any of them, and a bound (docs/adr/0045)."""
+
+
 class BodySizeLimitMiddleware:
     """Refuse bodies over the limit with 413, by Content-Length or while streaming them in.
 
-    `overrides` gives larger limits to path prefixes (file uploads). Kept instead of FastAPI's
-    own `max_body_size`, which answers some refusals in plain text (docs/adr/0023).
+    `overrides` gives path prefixes (file uploads) the limit of the file they carry: a
+    multipart body there may be `MULTIPART_ENVELOPE_BYTES` larger, for the form around the
+    file, and the endpoint holds the file itself to the limit (app/ingestion/uploads.py), so
+    a file of exactly the limit is accepted whatever its name. Kept instead of FastAPI's own
+    `max_body_size`, which answers some refusals in plain text (docs/adr/0023).
     """
 
     def __init__(
@@ -140,9 +149,11 @@ class BodySizeLimitMiddleware:
         self.max_bytes = max_bytes
         self.overrides = tuple(overrides)
 
-    def _limit(self, path: str) -> int:
+    def _limit(self, path: str, content_type: bytes) -> int:
         for prefix, limit in self.overrides:
             if path.startswith(prefix):
+                if content_type.lower().startswith(b"multipart/form-data"):
+                    return limit + MULTIPART_ENVELOPE_BYTES
                 return limit
         return self.max_bytes
 
@@ -150,8 +161,9 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self._limit(scope["path"])
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        limit = self._limit(scope["path"], headers.get(b"content-type", b""))
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await self._reject(send, limit)
             return

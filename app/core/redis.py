@@ -11,20 +11,23 @@ Real Redis (docs/adr/0015):
   jittered backoff: the first operation after a restart works;
 - short socket timeouts, so a Redis that is really down is noticed quickly. `reachable()`
   tells "down" (no new connection can be opened) from "answers, but this call failed"; only
-  the first is a degradation callers may absorb.
+  the first is a degradation callers may absorb. It probes in a thread, on the wall clock, so
+  a busy event loop does not make Redis look down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
+from redis import Redis as SyncRedis
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError
+from redis.retry import Retry as SyncRetry
 
 from app.config import Settings
 
@@ -37,6 +40,8 @@ HEALTH_CHECK_SECONDS = 5
 # Retries of one command on a connection or timeout error (each on a fresh connection), after
 # 0-50, 0-100, 0-200 ms: about what a restarting Redis needs to accept connections again.
 RETRIES = 3
+# `reachable()`: the longest opening its connection, then the PING's answer, may take.
+PROBE_TIMEOUT_SECONDS = 2.0
 _BACKOFF = ExponentialWithJitterBackoff(cap=0.5, base=0.025)
 
 
@@ -47,6 +52,10 @@ class RedisHandle:
     client: Redis
     in_process: bool
     prefix: str
+    _url: str = field(default="", repr=False)  # may hold a password
+    """The server's URL, for `reachable()`'s own connection."""
+    _prober: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _probing: asyncio.Future[bool] | None = field(default=None, init=False, repr=False)
 
     def key(self, *parts: object) -> str:
         """A key under this deployment's prefix, its parts joined by `:`."""
@@ -65,32 +74,53 @@ class RedisHandle:
 
         Outside the pool, with no retries: this is how a caller tells a Redis that is down
         (the documented degradation) from one that answers while the pool is exhausted or a
-        command failed on its way."""
+        command failed on its way.
+
+        The probe runs in a thread of its own, on blocking sockets whose timeouts the kernel
+        keeps (docs/adr/0046): an event loop too busy to run a callback on time (the load
+        under which pooled operations fail in the first place) must not count against Redis,
+        as a timeout measured by the loop did. Callers that ask while a probe is under way
+        share its answer, so a burst of failures opens one connection, not one each."""
         if self.in_process:
             return True
-        pool = self.client.connection_pool
-        kwargs: dict[str, Any] = {
-            **pool.connection_kwargs,
-            "retry": Retry(NoBackoff(), 0),
-            "health_check_interval": 0,
-        }
-        connection = pool.connection_class(**kwargs)
-        try:
-            async with asyncio.timeout(2 * SOCKET_TIMEOUT_SECONDS):
-                await connection.connect()  # type: ignore[no-untyped-call]
-                await connection.send_command("PING")
-                return bool(await connection.read_response())
-        except Exception:
-            return False
-        finally:
-            try:
-                await connection.disconnect()
-            except Exception:  # already gone
-                logger.debug("probe connection did not close cleanly", exc_info=True)
+        loop = asyncio.get_running_loop()
+        probing = self._probing
+        if probing is None or probing.done() or probing.get_loop() is not loop:
+            if self._prober is None:
+                self._prober = ThreadPoolExecutor(1, thread_name_prefix="redis-probe")
+            probing = loop.run_in_executor(self._prober, _probe, self._url)
+            self._probing = probing
+        return await asyncio.shield(probing)
 
     async def close(self) -> None:
         """Close the client and its pool."""
         await self.client.aclose()
+        if self._prober is not None:
+            self._prober.shutdown(wait=False)
+
+
+def _probe(url: str) -> bool:
+    """PING on a new blocking connection to `url`, each step within `PROBE_TIMEOUT_SECONDS`
+    of wall-clock time (kept by the kernel, not by an event loop), no retries."""
+    client: SyncRedis | None = None
+    try:
+        client = SyncRedis.from_url(
+            url,
+            socket_connect_timeout=PROBE_TIMEOUT_SECONDS,
+            socket_timeout=PROBE_TIMEOUT_SECONDS,
+            retry=SyncRetry(NoBackoff(), 0),
+            health_check_interval=0,
+            single_connection_client=True,  # connects here
+        )
+        return bool(client.ping())
+    except Exception:  # refused, unreachable, no answer in time, an error reply
+        return False
+    finally:
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # already gone
+                logger.debug("probe connection did not close cleanly", exc_info=True)
 
     def dedicated_client(self) -> Redis:
         """A client with one connection of its own, outside the shared pool, for a task that
@@ -124,7 +154,9 @@ def build_redis(settings: Settings) -> RedisHandle:
             retry_on_error=[ConnectionError],
         )
         client = Redis.from_pool(pool)
-        return RedisHandle(client=client, in_process=False, prefix=settings.redis_prefix)
+        return RedisHandle(
+            client=client, in_process=False, prefix=settings.redis_prefix, _url=settings.redis_url
+        )
     import fakeredis
 
     return RedisHandle(

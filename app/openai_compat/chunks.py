@@ -3,10 +3,11 @@
 The translation reads the stream `/chat/stream` sends, whichever path made it (a new run, a
 retry joining the first request's buffer, a stored answer replayed), so every one of them is
 translated by this one function. Order: a first chunk with the assistant's role, one chunk per
-`token`, a chunk with `finish_reason`, then (with `stream_options.include_usage`) a chunk with
-the usage and no choices; the last chunk carries the `threadline` extension (session, turn,
-sources). An `error` event becomes OpenAI's in-stream error (`{"error": {...}}`), on which the
-`openai` SDK raises. Heartbeat comments pass through; the stream ends with `data: [DONE]`.
+`token`, a chunk with `finish_reason` ("length" for a turn cut before its end), then (with
+`stream_options.include_usage`) a chunk with the usage and no choices; the last chunk carries
+the `threadline` extension (session, turn, sources). An `error` event becomes OpenAI's
+in-stream error (`{"error": {...}}`), on which the `openai` SDK raises. Heartbeat comments
+pass through; the stream ends with `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from app.chat.schemas import UsageOut
 from app.chat.streaming.sse import HEARTBEAT
 from app.openai_compat.errors import error_type
-from app.openai_compat.schemas import MODEL_ID, CompletionUsage
+from app.openai_compat.schemas import MODEL_ID, CompletionUsage, finish_reason
 
 DONE = b"data: [DONE]\n\n"
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -89,7 +90,7 @@ class ChunkWriter:
     def ending(self, done: dict[str, Any]) -> list[dict[str, Any]]:
         """The finishing chunk, the usage chunk if asked for; the last one with the
         extension."""
-        chunks = [self.chunk({}, "stop")]
+        chunks = [self.chunk({}, finish_reason(done["status"]))]
         if self.include_usage:
             usage = CompletionUsage.of(UsageOut(**(done.get("usage") or _NO_USAGE))).model_dump()
             chunks.append({**self.chunk({}), "choices": [], "usage": usage})

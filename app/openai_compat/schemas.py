@@ -103,12 +103,22 @@ class AssistantMessage(BaseModel):
     refusal: None = None
 
 
+FinishReason = Literal["stop", "length"]
+
+
+def finish_reason(status: str) -> FinishReason:
+    """OpenAI's `finish_reason` for a turn of this status: "length" for an answer cut before
+    its end (`incomplete`: stopped, shut down, its run lost), which OpenAI clients show as
+    truncated; "stop" for one that ran to its end (docs/adr/0044)."""
+    return "length" if status == "incomplete" else "stop"
+
+
 class Choice(BaseModel):
     """The one choice of a completion."""
 
     index: int = 0
     message: AssistantMessage
-    finish_reason: Literal["stop", "length"]
+    finish_reason: FinishReason
     logprobs: None = None
 
 

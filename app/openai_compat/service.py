@@ -49,6 +49,7 @@ from app.openai_compat.schemas import (
     ModelCard,
     ModelList,
     ThreadlineExtension,
+    finish_reason,
 )
 from app.sessions.repository import SessionRepository, delete_checkpoints
 from app.sessions.service import CachedHistory
@@ -235,7 +236,7 @@ def completion(answer: ChatResponse) -> ChatCompletion:
         choices=[
             Choice(
                 message=AssistantMessage(content=answer.answer),
-                finish_reason="stop",
+                finish_reason=finish_reason(answer.status),
             )
         ],
         usage=CompletionUsage.of(answer.usage),
