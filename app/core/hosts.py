@@ -57,12 +57,14 @@ class HostMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        host = headers.get(b"host", b"").decode("latin-1")
-        checked = scope["path"] not in UNCHECKED_PATHS
-        if checked and not host_allowed(host_name(host), self.allowed):
+        sent = dict(scope["headers"]).get(b"host")
+        # Without a Host header (HTTP/1.0, a raw ASGI call), URLs are built from the server's
+        # own address: nothing a client chose, so nothing to refuse.
+        checked = sent is not None and scope["path"] not in UNCHECKED_PATHS
+        if checked and not host_allowed(host_name((sent or b"").decode("latin-1")), self.allowed):
             await self._refuse(scope, send)
             return
+        host = sent.decode("latin-1") if sent is not None else _server_netloc(scope)
 
         async def send_checked(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -93,6 +95,14 @@ class HostMiddleware:
             headers.append((b"strict-transport-security", self.hsts))
         await send({"type": "http.response.start", "status": 400, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _server_netloc(scope: Scope) -> str:
+    server = scope.get("server")
+    if not server:
+        return ""
+    name, port = server
+    return str(name) if port in (None, 80, 443) else f"{name}:{port}"
 
 
 def _relative(location: bytes, host: str) -> bytes:

@@ -103,3 +103,33 @@ def test_a_redirect_to_the_own_host_becomes_a_path_never_a_network_path(
     location: bytes, relative: bytes
 ) -> None:
     assert _relative(location, "h.test") == relative
+
+
+async def test_a_request_without_a_host_header_is_served(app: FastAPI) -> None:
+    """HTTP/1.0 or a raw ASGI call: URLs come from the server's own address then."""
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.0",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/sessions/",
+        "raw_path": b"/sessions/",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("10.0.0.5", 8000),
+    }
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    start = sent[0]
+    assert start["status"] == 307
+    assert dict(start["headers"])[b"location"] == b"/sessions"  # type: ignore[call-overload]
