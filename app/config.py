@@ -210,7 +210,7 @@ class Settings(BaseSettings):
     token_quota_tenant_per_day: int = Field(default=2_000_000, ge=0)
     token_reservation_per_turn: int | None = Field(default=None, ge=0)
     """Tokens a turn holds against the day's quotas from admission until it ends, when what it
-    used replaces them: concurrent turns see each other (ADR 0047). None: `context_max_tokens
+    used replaces them: concurrent turns see each other (ADR 0049). None: `context_max_tokens
     + llm_max_tokens`, the most one model call of a turn may use."""
     langsmith_tracing: bool = Field(default=False, validation_alias=_env("LANGSMITH_TRACING"))
     langsmith_api_key: SecretStr | None = Field(

@@ -39,7 +39,7 @@ class Principal:
     """The key the request came with (`via == "api_key"`)."""
     account_role: str | None = None
     """The account's own role when the credential carries less (a member key of an admin);
-    None when the credential has the account's whole role (docs/adr/0045)."""
+    None when the credential has the account's whole role (docs/adr/0047)."""
 
     @property
     def is_admin(self) -> bool:

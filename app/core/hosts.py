@@ -5,7 +5,7 @@ Starlette builds absolute URLs from the request's Host (the trailing-slash redir
 `GET /sessions/` was `307 Location: http://evil.example/sessions` for `Host: evil.example`):
 so an unknown Host is refused (400 `invalid_host`), and a redirect to the request's own host
 leaves as a path, which the client resolves against the URL it asked for: right behind a
-TLS-terminating proxy too, where the app sees `http`. docs/adr/0048.
+TLS-terminating proxy too, where the app sees `http`. docs/adr/0051.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ and spaces, tabs and newlines anywhere). Relative links stay: they go to the pag
 `remove_links` replaces each construct with such a destination, unless `allowed` says a
 source holds it, by a marker; then CommonMark parsing (markdown-it, raw HTML on) checks that no
 such destination is left, and if one is (a form the scanner missed) the answer's markup is
-escaped so that it renders as text. docs/adr/0046.
+escaped so that it renders as text. docs/adr/0048.
 
 Over 300 lines because the scanner of each construct and the renderer's check it is verified
 by are one contract: split, a form added to one could be missed by the other.

@@ -7,7 +7,7 @@ tenant refuses is not counted, and gives its reservation back). The minute count
 windows (INCR + EXPIRE). The token counters hold, for today (UTC), what finished turns used
 plus what running turns reserved: a turn is admitted while the counter is below the quota and
 reserves its expected tokens at once, so concurrent turns see each other; when it ends (done,
-failed, stopped or cancelled) the reservation is replaced by what it used (docs/adr/0047).
+failed, stopped or cancelled) the reservation is replaced by what it used (docs/adr/0049).
 A tenant's `settings["limits"]` overrides the defaults from the environment
 (`THREADLINE_RATE_LIMIT_*`, `THREADLINE_TOKEN_QUOTA_*`); 0 means unlimited. Redis down (no
 connection can be opened): no limits (chat keeps answering; `/readyz` reports Redis). Redis

@@ -49,7 +49,7 @@ async def export_user(
     `only_key`: the export is asked for by this key, which carries less than its account's
     role (a member key of an admin). It then holds what that role may read: of the account's
     keys only this one, and none of its admin actions; `withheld` names what was cut
-    (docs/adr/0045)."""
+    (docs/adr/0047)."""
     withheld = WITHHELD_FROM_REDUCED_KEYS if only_key is not None else ()
     async with sessionmaker() as db:
         await scope_to_tenant(db, tenant_id)

@@ -48,7 +48,7 @@ async def erase(
 
     Refused (403 `whole_account_required`) to a credential that carries less than its
     account's role, such as a member key of an admin: erasure is for the account's own
-    full-power login or key, never for a key made to do less (docs/adr/0045)."""
+    full-power login or key, never for a key made to do less (docs/adr/0047)."""
     if not actor.holds_whole_account:
         raise Forbidden(
             "This key carries less than its account's role and may not erase an account: "

@@ -1,6 +1,6 @@
 """Token quotas under concurrency: a turn reserves its expected tokens at admission, atomically
 with the check, and the reservation is replaced by what it used when it ends, whether it
-completed, failed or was never run (docs/adr/0047)."""
+completed, failed or was never run (docs/adr/0049)."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ async def test_a_stopped_turn_returns_and_stores_its_partial_answer_checked(
 
 async def _charged(app: FastAPI, tenant_id: uuid.UUID, user_id: uuid.UUID) -> int:
     """The user's token count today, once the run's accounting has settled it (until then
-    it holds the turn's reservation, ADR 0047)."""
+    it holds the turn's reservation, ADR 0049)."""
     redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
     key = limiter._keys(tenant_id, user_id, time.time())["user_day"]
     for _ in range(100):

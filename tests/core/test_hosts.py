@@ -1,6 +1,6 @@
 """The Host header is checked, not trusted: an unknown host is refused instead of being
 echoed into a redirect; redirects to the request's own host are relative; HSTS is sent
-outside development (docs/adr/0048)."""
+outside development (docs/adr/0051)."""
 
 from __future__ import annotations
 

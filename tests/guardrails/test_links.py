@@ -1,6 +1,6 @@
 """The output guard finds links as a Markdown or HTML renderer would load them: every form
 that leaves the page is removed unless a source holds it; relative links and the sources'
-own links stay (docs/adr/0046)."""
+own links stay (docs/adr/0048)."""
 
 from __future__ import annotations
 

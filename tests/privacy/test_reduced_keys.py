@@ -1,6 +1,6 @@
 """A key with less than its account's role (a member key of an admin) does on `/me` no more
 than that role allows: it cannot erase the account, and its export holds no other key's
-details nor the account's admin actions (docs/adr/0045)."""
+details nor the account's admin actions (docs/adr/0047)."""
 
 from __future__ import annotations
 
