@@ -215,6 +215,10 @@ class Settings(BaseSettings):
     token_quota_user_per_day: int = Field(default=200_000, ge=0)
     """Model tokens per user per UTC day (0: unlimited); tenants may override."""
     token_quota_tenant_per_day: int = Field(default=2_000_000, ge=0)
+    token_reservation_per_turn: int | None = Field(default=None, ge=0)
+    """Tokens a turn holds against the day's quotas from admission until it ends, when what it
+    used replaces them: concurrent turns see each other (ADR 0049). None: `context_max_tokens
+    + llm_max_tokens`, the most one model call of a turn may use."""
     langsmith_tracing: bool = Field(default=False, validation_alias=_env("LANGSMITH_TRACING"))
     langsmith_api_key: SecretStr | None = Field(
         default=None, validation_alias=_env("LANGSMITH_API_KEY")
@@ -231,6 +235,13 @@ class Settings(BaseSettings):
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Addresses or CIDR ranges of reverse proxies whose `X-Forwarded-For` is believed
     (comma-separated). Empty: the peer address is the client, whatever the header says."""
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"]
+    )
+    """Host names the server answers to (comma-separated; `*.example.com` for subdomains, `*`
+    for any): another `Host` gets 400 `invalid_host` (`/healthz` and `/readyz` excepted)."""
+    hsts_max_age_seconds: int = Field(default=31_536_000, ge=0)
+    """`Strict-Transport-Security: max-age` sent outside development (0: no HSTS)."""
     max_document_chars: int = Field(default=30_000_000, ge=1000)
     """Longest text a document or attachment may have (characters): a text file over it is
     refused at upload (413 `document_too_long`); a PDF whose text is fails ingestion."""
@@ -243,6 +254,13 @@ class Settings(BaseSettings):
     """`Secure` flag of the web app's refresh cookie; None: set outside development."""
     log_level: str = "INFO"
     log_json: bool = True
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
@@ -286,6 +304,11 @@ class Settings(BaseSettings):
         if self.jwt_secret is not None:
             return self.jwt_secret.get_secret_value()
         return _development_secret(self.data_dir.expanduser().resolve())
+
+    @property
+    def hsts_seconds(self) -> int:
+        """The HSTS max-age to send: none in development (plain HTTP on localhost)."""
+        return 0 if self.env == "development" else self.hsts_max_age_seconds
 
     @property
     def embedded_database(self) -> bool:

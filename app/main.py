@@ -13,6 +13,7 @@ from app.chat.endpoints import router as chat_router
 from app.config import Settings, get_settings
 from app.core.deps import get_db, get_sessionmaker
 from app.core.errors import install_error_handlers
+from app.core.hosts import HostMiddleware
 from app.core.logging import configure_logging
 from app.core.middleware import (
     BodySizeLimitMiddleware,
@@ -58,6 +59,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
     app.add_middleware(ClientAddressMiddleware, trusted_proxies=settings.trusted_proxies)
+    app.add_middleware(
+        HostMiddleware, allowed_hosts=settings.allowed_hosts, hsts_seconds=settings.hsts_seconds
+    )
     app.add_middleware(RequestContextMiddleware)  # every response gets an id
     app.add_middleware(OpenAIErrorMiddleware)  # outermost: any error under /v1 in OpenAI's shape
     for router in (

@@ -110,6 +110,9 @@ def make_settings(owner_url: URL, redis_url: str, **overrides: object) -> Settin
         "log_json": False,
         # Deterministic and instant; the tests of the default (onnx) embedder ask for it.
         "embedder": "hashing",
+        # The names the tests' clients use (`http://t`, `http://threadline.test`, ...), and
+        # Starlette's TestClient's (schemathesis).
+        "allowed_hosts": ["localhost", "127.0.0.1", "::1", "t", "owner", "*.test", "testserver"],
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -35,11 +35,23 @@ class Principal:
     role: str
     via: Literal["token", "api_key"]
     token_family: uuid.UUID | None = None
+    api_key_id: uuid.UUID | None = None
+    """The key the request came with (`via == "api_key"`)."""
+    account_role: str | None = None
+    """The account's own role when the credential carries less (a member key of an admin);
+    None when the credential has the account's whole role (docs/adr/0047)."""
 
     @property
     def is_admin(self) -> bool:
         """Whether the caller may use admin-only operations."""
         return self.role == "admin"
+
+    @property
+    def holds_whole_account(self) -> bool:
+        """Whether the credential carries the account's own role, not a reduced one: only
+        such a credential may do what the account's role alone allows on the account itself
+        (erase it, read the keys it holds)."""
+        return self.account_role is None
 
 
 def hash_api_key(raw_key: str) -> str:
@@ -72,7 +84,15 @@ async def authenticate(
         if user is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
         role = min(user.role, key.role, key=ROLE_RANK.__getitem__)
-        principal = Principal(user.id, key.tenant_id, user.email, role, "api_key")
+        principal = Principal(
+            user.id,
+            key.tenant_id,
+            user.email,
+            role,
+            "api_key",
+            api_key_id=key.id,
+            account_role=user.role if role != user.role else None,
+        )
     elif bearer is not None:
         claims = tokens.decode(settings, bearer, "access")
         await scope_to_tenant(db, claims.tenant_id)

@@ -56,7 +56,8 @@ class ChatGuards:
         )
 
     async def account(self, outcome: RunOutcome) -> None:
-        """Charge the turn's tokens to the day's quotas and record its metrics."""
+        """Settle the turn's tokens against the day's quotas (its reservation replaced by what
+        it used, whether it completed, failed, was stopped or cancelled); record its metrics."""
         terminal = outcome.terminal
         if terminal is None:
             metrics.STREAMS_ENDED.labels(outcome="cancelled").inc()
@@ -78,4 +79,4 @@ class ChatGuards:
                 done.get("node_ms") or {}, usage, done["status"], float(done.get("turn_ms") or 0)
             )
         turn = outcome.turn
-        await self.limiter.charge(turn.tenant_id, turn.user_id, tokens)
+        await self.limiter.settle(turn.tenant_id, turn.user_id, turn.reservation, tokens)

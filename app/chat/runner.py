@@ -34,6 +34,7 @@ from app.graph.build import NODE_TIMINGS, TurnGraph
 from app.graph.checkpointer import CURRENT_TENANT
 from app.graph.context import TurnContext
 from app.graph.state import initial_state, public_triage
+from app.limits.limiter import Reservation
 from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
 from app.privacy.pii import anonymize
@@ -81,6 +82,9 @@ class PreparedTurn:
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
     `validation`, for the stopped stream's `done` event."""
     spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
+    reservation: Reservation | None = None
+    """The tokens held against the quotas at admission, settled when the turn ends (None:
+    admitted while Redis was down)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -31,6 +31,7 @@ from app.chat.streaming.run import Finisher, event_stream
 from app.config import Settings
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.embeddings.base import prefetch
+from app.limits.limiter import Reservation
 from app.observability import metrics
 from app.turns.repository import TurnRepository
 
@@ -194,10 +195,13 @@ class ChatService:
         any failure here) releases its idempotency claim."""
         limiter = self.guards.limiter
         tenant_id = principal.tenant_id
+        reservation: Reservation | None = None
         try:
             async with self.runner.context.transaction(tenant_id) as db:
                 limits = await limiter.limits_for(db, tenant_id)
-                await limiter.admit(tenant_id, principal.user_id, limits)
+                # The turn's expected tokens are held from here: given back below if it is
+                # not admitted after all, settled to what it used when its run ends.
+                reservation = await limiter.admit(tenant_id, principal.user_id, limits)
                 # Admitted: embed the question while the turn is recorded (a refusal costs none).
                 prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
                 if opening is not None:
@@ -210,8 +214,9 @@ class ChatService:
                 )
                 if claim is not None:  # last: a claim that lapsed meanwhile rolls this back
                     await self.guards.idempotency.confirm(claim)
-                return turn
+            return replace(turn, reservation=reservation)
         except BaseException:
+            await limiter.release(principal.user_id, reservation)
             if claim is not None:
                 await self.guards.idempotency.release(claim)
             raise

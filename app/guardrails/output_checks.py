@@ -7,7 +7,8 @@ removed. Sentences that read as an injection (the input guardrail's detector, on
 text: an order to the assistant quoted from a poisoned document, such as one to reveal a
 password) are removed too; a hit that spans sentences is flagged. Personal data the sources
 do not contain (a source may legitimately give a support address, the user may give their
-own) is replaced by its typed placeholder, and URLs that appear in no source by a marker.
+own) is replaced by its typed placeholder, and links that appear in no source by a marker:
+found as a Markdown or HTML renderer would load them (app/guardrails/links.py).
 When removing a leak or an order leaves too little, the whole answer is replaced by a safe
 fallback. The caller keeps the original for the audit.
 """
@@ -20,12 +21,12 @@ from dataclasses import dataclass, field
 
 from app.core.text import content_words
 from app.guardrails import injection
+from app.guardrails.links import canonical, remove_links
 from app.privacy.pii import matches
 
 LEAK_NGRAM = 6
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[a-z0-9']+")
-_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]\"']+", re.IGNORECASE)
 SAFE_FALLBACK = (
     "I'm sorry, I can't share that answer. Please rephrase your question, or ask about the "
     "documents available to you."
@@ -82,10 +83,8 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
         if value not in corpus:
             text = text.replace(value, f"[{kind}]")
             verdict.issues.append(f"personal data removed: {kind}")
-    for url in {m.group(0).rstrip(".,;:!?") for m in _URL.finditer(text)}:
-        if url not in corpus:
-            text = text.replace(url, "[link removed]")
-            verdict.issues.append("link not found in any source removed")
+    text, links = remove_links(text, lambda url: url in corpus or canonical(url) in corpus)
+    verdict.issues.extend(["link not found in any source removed"] * links)
 
     if (leaked or ordered) and len(content_words(text)) < MIN_CONTENT_WORDS:
         verdict.text, verdict.replaced = SAFE_FALLBACK, True

@@ -52,8 +52,11 @@ async def export_me(
 ) -> StreamingResponse:
     """Everything held about the caller as one JSON document (`format_version`, `generated_at`,
     `user`, `sessions`, `turns`, `attachments`, `session_attachments`, `api_keys`,
-    `admin_reads`, `audit_actions`, `logins`, `kb_documents_added`), streamed. Each export
-    holds a pooled connection while it streams: a few at once per process, 429 above."""
+    `admin_reads`, `audit_actions`, `logins`, `kb_documents_added`, `withheld`), streamed.
+    A key with less than its account's role (a member key of an admin) gets what that role
+    may read: of `api_keys` only itself, and no `audit_actions`; `withheld` names what was
+    cut. Each export holds a pooled connection while it streams: a few at once per process,
+    429 above."""
     if _EXPORTS.active >= settings.export_max_concurrent:
         raise TooManyRequests(
             "Too many exports are running; retry shortly.",
@@ -65,6 +68,7 @@ async def export_me(
         principal.tenant_id,
         principal.user_id,
         batch_rows=settings.export_batch_rows,
+        only_key=None if principal.holds_whole_account else principal.api_key_id,
     )
     filename = f"threadline-export-{principal.user_id}.json"
     return _ExportResponse(
@@ -109,14 +113,16 @@ async def _erase(
     return ErasureResponse(deleted=ErasureCounts(**erased.counts()))
 
 
-@router.delete("/me", response_model=ErasureResponse, responses=error_responses(404, 409))
+@router.delete("/me", response_model=ErasureResponse, responses=error_responses(403, 404, 409))
 async def erase_me(
     principal: Caller,
     sessionmaker: SessionmakerDep,
     redis: RedisDep,
     streams: TurnStopperDep,
 ) -> ErasureResponse:
-    """Erase the caller's account and everything of theirs; says what was removed."""
+    """Erase the caller's account and everything of theirs; says what was removed. A key
+    with less than its account's role (a member key of an admin) gets 403
+    `whole_account_required`."""
     return await _erase(sessionmaker, redis, streams, principal, principal.user_id)
 
 

@@ -19,6 +19,9 @@ from app.core.db import scope_to_tenant
 from app.privacy.repository.export import json_batches, profile, sections
 
 FORMAT_VERSION = 1
+WITHHELD_FROM_REDUCED_KEYS = ("api_keys", "audit_actions")
+"""What a reduced key's export cuts: the other keys of the account (only admins may list
+keys) and the account's admin actions (only admins may read the audit log)."""
 
 
 def _default(value: object) -> str:
@@ -39,8 +42,15 @@ async def export_user(
     user_id: uuid.UUID,
     *,
     batch_rows: int,
+    only_key: uuid.UUID | None = None,
 ) -> AsyncIterator[bytes]:
-    """The export document, piece by piece; one transaction, so it is one consistent view."""
+    """The export document, piece by piece; one transaction, so it is one consistent view.
+
+    `only_key`: the export is asked for by this key, which carries less than its account's
+    role (a member key of an admin). It then holds what that role may read: of the account's
+    keys only this one, and none of its admin actions; `withheld` names what was cut
+    (docs/adr/0047)."""
+    withheld = WITHHELD_FROM_REDUCED_KEYS if only_key is not None else ()
     async with sessionmaker() as db:
         await scope_to_tenant(db, tenant_id)
         async with db.begin():
@@ -48,9 +58,10 @@ async def export_user(
                 "format_version": FORMAT_VERSION,
                 "generated_at": datetime.now(UTC),
                 "user": await profile(db, tenant_id, user_id),
+                "withheld": list(withheld),
             }
             yield _json(head)[:-1]  # the object stays open for the lists that follow
-            for name, statement, order in sections(tenant_id, user_id):
+            for name, statement, order in sections(tenant_id, user_id, only_key=only_key):
                 yield b',"' + name.encode() + b'":['
                 first = True
                 async for batch in json_batches(db, statement, order, batch_rows):

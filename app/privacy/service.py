@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.log import record
 from app.auth.principal import Principal
 from app.core.db import scope_to_tenant
+from app.core.errors import Forbidden
 from app.core.redis import RedisHandle
 from app.privacy.erasure import Erased, erase_user, purge_cache_keys, refuse_last_admin
 from app.privacy.marks import mark_erased
@@ -43,7 +44,17 @@ async def erase(
     actor: Principal,
     user_id: uuid.UUID,
 ) -> Erased | None:
-    """Erase a user of the actor's tenant; None when there is no such user (any more)."""
+    """Erase a user of the actor's tenant; None when there is no such user (any more).
+
+    Refused (403 `whole_account_required`) to a credential that carries less than its
+    account's role, such as a member key of an admin: erasure is for the account's own
+    full-power login or key, never for a key made to do less (docs/adr/0047)."""
+    if not actor.holds_whole_account:
+        raise Forbidden(
+            "This key carries less than its account's role and may not erase an account: "
+            "sign in, or use a key with the account's own role.",
+            code="whole_account_required",
+        )
     async with sessionmaker() as db:
         await scope_to_tenant(db, actor.tenant_id)
         async with db.begin():  # commits here: the data is gone before the caches are touched

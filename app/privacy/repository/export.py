@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy import Select, literal_column, select
+from sqlalchemy import Select, false, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import (
@@ -24,9 +24,18 @@ from app.models import (
 
 
 def sections(
-    tenant_id: uuid.UUID, user_id: uuid.UUID
+    tenant_id: uuid.UUID, user_id: uuid.UUID, *, only_key: uuid.UUID | None = None
 ) -> list[tuple[str, Select[Any], tuple[str, ...]]]:
-    """Each top-level list of the export, the query of its rows, and their order."""
+    """Each top-level list of the export, the query of its rows, and their order.
+
+    `only_key`: asked for by this key with less than its account's role: of the account's
+    keys only this one, and no admin actions (app/privacy/export.py)."""
+    keys = (ApiKey.tenant_id == tenant_id) & (ApiKey.user_id == user_id)
+    if only_key is not None:
+        keys &= ApiKey.id == only_key
+    actions = (AuditLog.tenant_id == tenant_id) & (AuditLog.actor_user_id == user_id)
+    if only_key is not None:
+        actions &= false()
     return [
         (
             "sessions",
@@ -101,7 +110,7 @@ def sections(
                 ApiKey.last_used_at,
                 ApiKey.revoked_at,
                 ApiKey.created_at,
-            ).where(ApiKey.tenant_id == tenant_id, ApiKey.user_id == user_id),
+            ).where(keys),
             ("created_at", "id"),
         ),
         (
@@ -119,9 +128,7 @@ def sections(
         (
             "audit_actions",  # what the user did that the audit log records (as an admin)
             # Without target, resource and details: those name other people's data.
-            select(AuditLog.id, AuditLog.action, AuditLog.created_at).where(
-                AuditLog.tenant_id == tenant_id, AuditLog.actor_user_id == user_id
-            ),
+            select(AuditLog.id, AuditLog.action, AuditLog.created_at).where(actions),
             ("id",),
         ),
         (
