@@ -120,15 +120,26 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
         )
         return result.scalar_one_or_none()
 
-    async def record_use(self, family_id: uuid.UUID, jti: str) -> bool:
-        """Record that `jti` was exchanged; False if it already was (a replay)."""
+    async def record_use(
+        self, family_id: uuid.UUID, jti: str, at: datetime
+    ) -> tuple[bool, datetime]:
+        """Record that `jti` was exchanged at `at`: (True, at) the first time; (False, the
+        time of that first exchange) when it already was. Runs under the family's lock, so
+        the row a first exchange wrote is there for the second to read."""
         result = await self.db.execute(
             pg_insert(RefreshTokenUse)
-            .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id)
+            .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id, created_at=at)
             .on_conflict_do_nothing()
             .returning(RefreshTokenUse.jti)
         )
-        return result.scalar_one_or_none() is not None
+        if result.scalar_one_or_none() is not None:
+            return True, at
+        first = await self.db.execute(
+            select(RefreshTokenUse.created_at).where(
+                RefreshTokenUse.tenant_id == self.tenant_id, RefreshTokenUse.jti == jti
+            )
+        )
+        return False, first.scalar_one()
 
     async def revoke(self, family_id: uuid.UUID) -> None:
         """Mark the family revoked (once: an already revoked one keeps its time)."""
