@@ -10,6 +10,9 @@ import { turnView } from "./turns.js";
 
 const DEFAULT_TITLE = "New conversation";
 const PAGE = 20;
+// After Stop, how long the server gets to end the stream itself (`done`, stopped) before the
+// page stops following it on its own: Send must come back even when the server is unreachable.
+const STOP_GRACE_MS = 1500;
 let active = null; // the page on screen, for the global Esc handler
 
 document.addEventListener("keydown", (event) => {
@@ -171,7 +174,8 @@ export async function chatPage(main, sessionId) {
   }
 
   async function run(view, body, turnId) {
-    const streaming = { view, turnId, stopRequested: false };
+    const controller = new AbortController();
+    const streaming = { view, turnId, stopRequested: false, controller, deadline: null };
     setStreaming(streaming);
     let text = "";
     try {
@@ -179,6 +183,7 @@ export async function chatPage(main, sessionId) {
         body,
         key: newKey(),
         turnId,
+        signal: controller.signal,
         onTurnId(id) {
           streaming.turnId = id;
           view.setId(id);
@@ -189,6 +194,7 @@ export async function chatPage(main, sessionId) {
           streaming.resuming = true;
         },
         onEvent(event) {
+          if (controller.signal.aborted) return;
           if (streaming.resuming) {
             streaming.resuming = false;
             view.note("Answering…");
@@ -212,9 +218,17 @@ export async function chatPage(main, sessionId) {
       if (terminal.name === "done") announce(`Answer: ${terminal.data.answer}`);
       else announce("The answer failed.");
     } catch (e) {
-      view.fail(humanError(e));
-      announce(humanError(e));
+      if (controller.signal.aborted) {
+        view.stoppedHere();
+        announce("Stopped.");
+        // Nothing came back at all: give the question back, to send again later.
+        if (!streaming.turnId && !text && body && !textarea.value) textarea.value = body.message;
+      } else {
+        view.fail(humanError(e));
+        announce(humanError(e));
+      }
     } finally {
+      clearTimeout(streaming.deadline);
       setStreaming(null);
     }
   }
@@ -256,7 +270,11 @@ export async function chatPage(main, sessionId) {
       if (!streaming || streaming.stopRequested) return false;
       streaming.stopRequested = true;
       streaming.view.note("Stopping…");
-      if (streaming.turnId) stopTurn(streaming.turnId).catch((e) => showFormError(humanError(e)));
+      // The server is asked to stop (its `done` keeps the partial answer); if it has not ended
+      // the stream within the grace, or cannot be reached at all, the page lets go itself.
+      if (streaming.turnId) stopTurn(streaming.turnId).catch(() => null);
+      const grace = navigator.onLine ? STOP_GRACE_MS : 0;
+      streaming.deadline = setTimeout(() => streaming.controller.abort(), grace);
       return true;
     },
   };

@@ -87,6 +87,17 @@ export function turnView(turn) {
       if (done.stopped) status.textContent = "Stopped — the answer is incomplete";
       setActions();
     },
+    /** Stopped on this side (the server did not confirm in time): the text shown so far stays. */
+    stoppedHere() {
+      if (pending) cancelAnimationFrame(pending);
+      render();
+      turn.status = "incomplete";
+      setStatus();
+      status.textContent = turn.id
+        ? "Stopped — the answer is incomplete"
+        : "Stopped — the server could not be reached; the answer is incomplete";
+      setActions();
+    },
     fail(message) {
       if (pending) cancelAnimationFrame(pending);
       render();
