@@ -292,3 +292,46 @@ async def test_the_sidebar_pages_renames_and_deletes_conversations(
     await page.click("button:has-text('Really delete?')")
     await page.wait_for_url(lambda url: url != before and "#/c/" in url)
     await expect(page.locator(".session-list")).not_to_contain_text("Renamed topic")
+
+
+async def test_rename_closes_once_on_enter_escape_and_blur_without_errors(
+    page: Page, world: World
+) -> None:
+    """Issue 28 item 8: Enter without a change reopened the editor, and every close threw
+    "Failed to execute 'replaceWith' on 'Element'"."""
+    await new_chat(page, world)
+    title = page.locator(".conv-title")
+    editor = page.locator("input[aria-label='Conversation title']")
+    rename = page.locator("button:has-text('Rename')")
+
+    await rename.click()
+    await expect(editor).to_be_focused()
+    await page.keyboard.press("Enter")  # no change
+    await expect(editor).to_have_count(0)
+    await page.wait_for_timeout(300)
+    await expect(editor).to_have_count(0)  # not reopened
+    await expect(title).to_have_text("New conversation")
+    await expect(rename).to_be_focused()
+
+    await rename.click()
+    await page.keyboard.type("Trip planning")
+    await page.keyboard.press("Enter")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Trip planning")
+    await expect(page.locator(".session-list a[aria-current=page]")).to_contain_text(
+        "Trip planning"
+    )
+
+    await rename.click()
+    await page.keyboard.type("Discarded")
+    await page.keyboard.press("Escape")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Trip planning")
+
+    await rename.click()
+    await page.keyboard.type("Saved on blur")
+    await page.click("#message")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Saved on blur")
+    await expect(page.locator("#message")).to_be_focused()
+    assert watch_of(page).errors == []

@@ -112,30 +112,42 @@ export async function chatPage(main, sessionId) {
 
   // --- header: rename and delete -------------------------------------------------------------
   rename.addEventListener("click", () => {
+    if (!title.isConnected) return; // already editing
     const input = h("input", { type: "text", value: state.session.title, "aria-label": "Conversation title", maxlength: "200" });
-    const save = async () => {
+    let closed = false;
+    // Closes the editor once, whichever of Enter, Esc or blur comes first. The title is put
+    // back before the request, so removing the focused input (which fires blur) finds the
+    // editor already closed, and nothing is replaced twice.
+    const close = async (refocus) => {
+      if (closed) return;
+      closed = true;
       const value = input.value.trim();
-      if (value && value !== state.session.title) {
-        try {
-          state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: value } });
-          await loadSessions(true);
-        } catch (e) {
-          showFormError(humanError(e));
-        }
-      }
       input.replaceWith(title);
+      if (refocus) rename.focus(); // not on blur: the focus went where the user put it
+      if (!value || value === state.session.title) return;
+      title.textContent = value;
+      try {
+        state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: value } });
+        await loadSessions(true);
+      } catch (e) {
+        showFormError(humanError(e));
+      }
       title.textContent = state.session.title;
-      rename.focus();
+      document.title = `${state.session.title} — Threadline`;
     };
     input.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") save();
-      if (event.key === "Escape") {
+      if (event.key === "Enter" && !event.isComposing) {
+        // Not its default: the key would go on to press the Rename button that now has focus.
+        event.preventDefault();
+        close(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
         event.stopPropagation();
         input.value = state.session.title;
-        save();
+        close(true);
       }
     });
-    input.addEventListener("blur", save, { once: true });
+    input.addEventListener("blur", () => close(false));
     title.replaceWith(input);
     input.focus();
     input.select();
