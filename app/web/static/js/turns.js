@@ -33,7 +33,8 @@ export function turnView(turn) {
 
   const render = () => {
     pending = null;
-    setMarkdown(answer, turn.answer, { citations: true });
+    // Code is coloured once the text is final, not on every frame of a stream.
+    setMarkdown(answer, turn.answer, { citations: true, highlight: turn.status !== "pending" });
   };
 
   function setStatus() {
