@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
-from app.auth.principal import API_KEY_PREFIX, ROLE_RANK, Principal, hash_api_key
+from app.auth.principal import (
+    API_KEY_PREFIX,
+    ROLE_RANK,
+    Principal,
+    hash_api_key,
+    raise_disabled,
+)
 from app.auth.repository import (
     ApiKeyRepository,
     RefreshFamilyRepository,
@@ -85,6 +91,8 @@ async def authenticate_password(
             "This account exists in several tenants: add the tenant to the request.",
             code="tenant_required",
         )
+    if checked.disabled_at is not None:  # told only to whoever knows the password
+        raise_disabled()
     return checked
 
 
@@ -113,7 +121,10 @@ async def login(
     await throttle.reserve(login.email, login.client)
     user = await authenticate_password(db, login.email, login.password, login.tenant)
     await throttle.succeeded(login.email, login.client)
-    return await start_session(db, settings, user)
+    pair = await start_session(db, settings, user)
+    user.last_login_at = datetime.now(UTC)
+    await db.flush()
+    return pair
 
 
 async def refresh(
@@ -160,6 +171,8 @@ async def _rotate(
     user = await UserRepository(db, claims.tenant_id).get(claims.user_id)
     if user is None:
         raise Unauthorized("The account no longer exists.", code="unknown_account")
+    if user.disabled_at is not None:
+        raise_disabled()
     rotation = tokens.Rotation(parent_jti=claims.jti, issued_at=int(used_at.timestamp()))
     return tokens.issue_pair(
         settings,
