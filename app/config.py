@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     jwt_issuer: str = "threadline"
     access_token_ttl_seconds: int = Field(default=900, ge=30)
     refresh_token_ttl_seconds: int = Field(default=30 * 24 * 3600, ge=60)
+    refresh_reuse_window_seconds: int = Field(default=10, ge=0, le=120)
+    """A refresh token presented again this soon after its exchange (two tabs refreshing at
+    once) gets the same new pair back instead of counting as a replay; 0 turns it off."""
     password_min_length: int = Field(default=8, ge=6)
     login_max_failures: int = Field(default=10, ge=1)
     """Failed logins per e-mail (x5 per client address) before 429, within the window."""

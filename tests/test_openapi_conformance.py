@@ -73,6 +73,7 @@ PAGINATED = (
     "/kb/documents",
     "/admin/audit/turns",
     "/admin/audit/log",
+    "/admin/users",
 )
 CONFIG = schemathesis.Config.from_dict(
     {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NoReturn
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer
@@ -60,6 +60,11 @@ def hash_api_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+def raise_disabled() -> NoReturn:
+    """401 for every credential of an account an admin disabled."""
+    raise Unauthorized("This account is disabled.", code="account_disabled")
+
+
 async def authenticate(
     request: Request,
     db: DbSession,
@@ -83,6 +88,8 @@ async def authenticate(
         user = await UserRepository(db, key.tenant_id).get(key.user_id)
         if user is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
+        if user.disabled_at is not None:
+            raise_disabled()
         role = min(user.role, key.role, key=ROLE_RANK.__getitem__)
         principal = Principal(
             user.id,
@@ -102,6 +109,8 @@ async def authenticate(
         if found is None:
             raise Unauthorized("The account no longer exists.", code="unknown_account")
         identity, revoked_at = found
+        if identity.disabled:
+            raise_disabled()
         if revoked_at is not None:
             raise Unauthorized("This session was signed out.", code="token_revoked")
         principal = Principal(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import API_KEY_HASH, LOGIN_EMAIL, lookup_scope
 from app.core.repository import TenantRepository
-from app.models import ApiKey, RefreshTokenFamily, RefreshTokenUse, User
+from app.models import ApiKey, ChatSession, RefreshTokenFamily, RefreshTokenUse, User
 
 
 class UserIdentity(NamedTuple):
@@ -26,12 +26,13 @@ class UserIdentity(NamedTuple):
     id: uuid.UUID
     email: str
     role: str
+    disabled: bool
 
 
 # Built once: every authenticated request runs it, and building a statement costs more Python
 # than running it (columns only, so no ORM object is made either).
 _USER_WITH_FAMILY = (
-    select(User.id, User.email, User.role, RefreshTokenFamily.revoked_at)
+    select(User.id, User.email, User.role, User.disabled_at, RefreshTokenFamily.revoked_at)
     .join(
         RefreshTokenFamily,
         (RefreshTokenFamily.tenant_id == User.tenant_id)
@@ -60,12 +61,42 @@ class UserRepository(TenantRepository[User]):
         ).one_or_none()
         if row is None:
             return None
-        return UserIdentity(row.id, row.email, row.role), row.revoked_at
+        identity = UserIdentity(row.id, row.email, row.role, row.disabled_at is not None)
+        return identity, row.revoked_at
 
     async def by_email(self, email: str) -> User | None:
         """The tenant's user with this email, or None."""
         result = await self.db.execute(self.scoped().where(User.email == email))
         return result.scalar_one_or_none()
+
+    def _conversations(self) -> Any:
+        return (
+            select(func.count())
+            .select_from(ChatSession)
+            .where(ChatSession.tenant_id == User.tenant_id, ChatSession.user_id == User.id)
+            .correlate(User)
+            .scalar_subquery()
+        )
+
+    async def page(
+        self, *, contains: str | None, after_email: str | None, limit: int
+    ) -> list[tuple[User, int]]:
+        """Up to `limit` users by e-mail (after `after_email`), those whose e-mail contains
+        `contains` only when given; each with their number of conversations."""
+        statement = self.scoped().add_columns(self._conversations())
+        if contains:
+            pattern = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            statement = statement.where(User.email.ilike(f"%{pattern}%", escape="\\"))
+        if after_email is not None:
+            statement = statement.where(User.email > after_email)
+        result = await self.db.execute(statement.order_by(User.email).limit(limit))
+        return [(row[0], row[1]) for row in result]
+
+    async def with_conversations(self, user_id: uuid.UUID) -> tuple[User, int] | None:
+        """The tenant's user and their number of conversations, or None."""
+        statement = self.scoped().add_columns(self._conversations()).where(User.id == user_id)
+        row = (await self.db.execute(statement)).one_or_none()
+        return None if row is None else (row[0], row[1])
 
 
 class ApiKeyRepository(TenantRepository[ApiKey]):
@@ -120,15 +151,38 @@ class RefreshFamilyRepository(TenantRepository[RefreshTokenFamily]):
         )
         return result.scalar_one_or_none()
 
-    async def record_use(self, family_id: uuid.UUID, jti: str) -> bool:
-        """Record that `jti` was exchanged; False if it already was (a replay)."""
+    async def record_use(
+        self, family_id: uuid.UUID, jti: str, at: datetime
+    ) -> tuple[bool, datetime]:
+        """Record that `jti` was exchanged at `at`: (True, at) the first time; (False, the
+        time of that first exchange) when it already was. Runs under the family's lock, so
+        the row a first exchange wrote is there for the second to read."""
         result = await self.db.execute(
             pg_insert(RefreshTokenUse)
-            .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id)
+            .values(tenant_id=self.tenant_id, jti=jti, family_id=family_id, created_at=at)
             .on_conflict_do_nothing()
             .returning(RefreshTokenUse.jti)
         )
-        return result.scalar_one_or_none() is not None
+        if result.scalar_one_or_none() is not None:
+            return True, at
+        first = await self.db.execute(
+            select(RefreshTokenUse.created_at).where(
+                RefreshTokenUse.tenant_id == self.tenant_id, RefreshTokenUse.jti == jti
+            )
+        )
+        return False, first.scalar_one()
+
+    async def revoke_user(self, user_id: uuid.UUID) -> None:
+        """Revoke every live login of a user (disabled, or their password reset)."""
+        await self.db.execute(
+            update(RefreshTokenFamily)
+            .where(
+                RefreshTokenFamily.tenant_id == self.tenant_id,
+                RefreshTokenFamily.user_id == user_id,
+                RefreshTokenFamily.revoked_at.is_(None),
+            )
+            .values(revoked_at=func.clock_timestamp())
+        )
 
     async def revoke(self, family_id: uuid.UUID) -> None:
         """Mark the family revoked (once: an already revoked one keeps its time)."""

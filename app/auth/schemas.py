@@ -135,3 +135,39 @@ class ApiKeyInfo(BaseModel):
     prefix: str = Field(validation_alias="key_prefix")
     created_at: datetime
     revoked_at: datetime | None
+
+
+class AdminUser(BaseModel):
+    """A user of the tenant as the admin's user list shows them."""
+
+    id: uuid.UUID
+    email: str
+    role: Role
+    status: Literal["active", "disabled"]
+    created_at: datetime
+    last_login_at: datetime | None
+    disabled_at: datetime | None
+    conversations: int
+
+
+class AdminUserPage(BaseModel):
+    """A page of the tenant's users by e-mail; `next_cursor` fetches the next."""
+
+    items: list[AdminUser]
+    next_cursor: str | None
+
+
+class UpdateUserRequest(BaseModel):
+    """An admin's change to a user: a new role, disabled or enabled again (either or both)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role | None = None
+    disabled: bool | None = None
+
+
+class PasswordReset(BaseModel):
+    """A new temporary password for a user, shown once, to hand to them."""
+
+    user: AdminUser
+    temporary_password: str = Field(description="Shown only here; the user's logins are ended.")

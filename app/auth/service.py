@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
 from app.auth.passwords import hash_password, verify_password
-from app.auth.principal import API_KEY_PREFIX, ROLE_RANK, Principal, hash_api_key
+from app.auth.principal import (
+    API_KEY_PREFIX,
+    ROLE_RANK,
+    Principal,
+    hash_api_key,
+    raise_disabled,
+)
 from app.auth.repository import (
     ApiKeyRepository,
     RefreshFamilyRepository,
@@ -85,6 +91,8 @@ async def authenticate_password(
             "This account exists in several tenants: add the tenant to the request.",
             code="tenant_required",
         )
+    if checked.disabled_at is not None:  # told only to whoever knows the password
+        raise_disabled()
     return checked
 
 
@@ -113,14 +121,19 @@ async def login(
     await throttle.reserve(login.email, login.client)
     user = await authenticate_password(db, login.email, login.password, login.tenant)
     await throttle.succeeded(login.email, login.client)
-    return await start_session(db, settings, user)
+    pair = await start_session(db, settings, user)
+    user.last_login_at = datetime.now(UTC)
+    await db.flush()
+    return pair
 
 
 async def refresh(
     sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, refresh_token: str
 ) -> tokens.TokenPair:
     """Exchange a refresh token for a new pair. Each works once; a replay revokes the family
-    and raises `RefreshTokenReused`.
+    and raises `RefreshTokenReused`. The same token presented again within
+    `refresh_reuse_window_seconds` of its exchange is no replay but a race (two tabs of one
+    browser refreshing with the same cookie): it gets the very pair the exchange gave.
 
     The exchange owns its transaction (a database session of its own, not the request's): a replay's
     revocation must be stored although the request fails, and the request dependency rolls
@@ -142,19 +155,32 @@ async def refresh(
 async def _rotate(
     db: AsyncSession, settings: Settings, claims: tokens.TokenClaims
 ) -> tokens.TokenPair | None:
-    """The new pair; None (the family revoked) when the token was used before."""
+    """The new pair; None (the family revoked) when the token was used before, longer ago
+    than the reuse window."""
     families = RefreshFamilyRepository(db, claims.tenant_id)
     family = await families.lock(claims.family, claims.user_id)
     if family is None or family.revoked_at is not None:
         raise Unauthorized("This session was signed out.", code="token_revoked")
-    if not await families.record_use(family.id, claims.jti):
+    # Whole seconds: the new tokens' `iat` is this time, and a reissue must match it exactly.
+    now = datetime.fromtimestamp(int(datetime.now(UTC).timestamp()), UTC)
+    first, used_at = await families.record_use(family.id, claims.jti, now)
+    window = settings.refresh_reuse_window_seconds
+    if not first and (window == 0 or now - used_at > timedelta(seconds=window)):
         await families.revoke(family.id)
         return None
     user = await UserRepository(db, claims.tenant_id).get(claims.user_id)
     if user is None:
         raise Unauthorized("The account no longer exists.", code="unknown_account")
+    if user.disabled_at is not None:
+        raise_disabled()
+    rotation = tokens.Rotation(parent_jti=claims.jti, issued_at=int(used_at.timestamp()))
     return tokens.issue_pair(
-        settings, user_id=user.id, tenant_id=user.tenant_id, role=user.role, family=family.id
+        settings,
+        user_id=user.id,
+        tenant_id=user.tenant_id,
+        role=user.role,
+        family=family.id,
+        rotation=rotation,
     )
 
 

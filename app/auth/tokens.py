@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,6 +41,24 @@ class TokenPair:
     expires_in: int
 
 
+@dataclass(frozen=True)
+class Rotation:
+    """The exchange a pair comes from: the refresh token's `jti` and the exchange's time.
+
+    A pair issued for a rotation is a function of it (its `jti`s are derived from the parent's
+    with the signing key, its `iat` is the exchange's time), so presenting the same refresh
+    token again within the reuse window yields byte for byte the same pair, without any token
+    being stored."""
+
+    parent_jti: str
+    issued_at: int
+
+
+def _derived_jti(settings: Settings, rotation: Rotation, token_type: TokenType) -> str:
+    message = f"rotation:{rotation.parent_jti}:{token_type}".encode()
+    return hmac.new(settings.jwt_signing_key().encode(), message, hashlib.sha256).hexdigest()[:32]
+
+
 def _encode(
     settings: Settings,
     *,
@@ -48,8 +68,12 @@ def _encode(
     family: uuid.UUID,
     token_type: TokenType,
     ttl: int,
+    rotation: Rotation | None = None,
 ) -> str:
-    now = int(time.time())
+    if rotation is None:
+        now, jti = int(time.time()), uuid.uuid4().hex
+    else:
+        now, jti = rotation.issued_at, _derived_jti(settings, rotation, token_type)
     payload: dict[str, Any] = {
         "iss": settings.jwt_issuer,
         "sub": str(user_id),
@@ -57,7 +81,7 @@ def _encode(
         "role": role,
         "typ": token_type,
         "fam": str(family),
-        "jti": uuid.uuid4().hex,
+        "jti": jti,
         "iat": now,
         "exp": now + ttl,
     }
@@ -71,8 +95,10 @@ def issue_pair(
     tenant_id: uuid.UUID,
     role: str,
     family: uuid.UUID,
+    rotation: Rotation | None = None,
 ) -> TokenPair:
-    """Sign a new access and refresh token for a user in one login family."""
+    """Sign a new access and refresh token for a user in one login family; for a refresh
+    token's exchange (`rotation`), the one pair that exchange always yields."""
 
     def encode(token_type: TokenType, ttl: int) -> str:
         return _encode(
@@ -83,6 +109,7 @@ def issue_pair(
             family=family,
             token_type=token_type,
             ttl=ttl,
+            rotation=rotation,
         )
 
     return TokenPair(

@@ -37,6 +37,9 @@ class User(TenantOwned, Timestamped, Base):
     email: Mapped[str] = mapped_column(Text)
     password_hash: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text, default="member")
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Set while an admin has disabled the account: every credential of it is refused."""
+    last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True),
         server_default=func.clock_timestamp(),

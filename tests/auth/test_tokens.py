@@ -8,9 +8,11 @@ import uuid
 
 import httpx
 import jwt
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.db import scope_to_tenant
 from tests.factories import DEFAULT_PASSWORD, login, make_tenant, make_user
 
 
@@ -106,12 +108,19 @@ async def test_refresh_issues_a_new_pair_once(client: httpx.AsyncClient, db: Asy
 
 
 async def test_a_replayed_refresh_token_signs_the_whole_login_out(
-    client: httpx.AsyncClient, db: AsyncSession
+    client: httpx.AsyncClient, db: AsyncSession, settings: Settings
 ) -> None:
-    session = await login(client, await make_user(db, await make_tenant(db)))
+    user = await make_user(db, await make_tenant(db))
+    session = await login(client, user)
     stolen = session.refresh_token
     legit = await client.post("/auth/refresh", json={"refresh_token": stolen})
     assert legit.status_code == 200
+    # Replayed after the reuse window (within it, it would be two tabs racing).
+    await scope_to_tenant(db, user.tenant_id)
+    await db.execute(
+        text("UPDATE refresh_token_uses SET created_at = created_at - make_interval(secs => :s)"),
+        {"s": settings.refresh_reuse_window_seconds + 1},
+    )
 
     replay = await client.post("/auth/refresh", json={"refresh_token": stolen})
     assert replay.status_code == 401

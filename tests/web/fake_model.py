@@ -16,11 +16,40 @@ XSS_ANSWER = (
     "[click me](javascript:window.__xss=3;alert(3)) end"
 )
 
+# Every construct the page must render as the right element (tests/web/test_markdown.py).
+MARKDOWN_ANSWER = """## Plans compared
+
+| Plan | Refund window |
+| --- | ---: |
+| Annual | 14 days |
+| Monthly | none |
+
+- Level one
+  - Level two
+    - Level three
+- Back to one
+
+1. First step
+2. Second step
+
+- [x] Written request sent
+- [ ] Refund received
+
+```python
+def refund_allowed(days):
+    return days <= 14
+```
+
+Unsafe: [click me](javascript:window.__xss=8;alert(8)) and \
+[the docs](https://elsewhere.example/docs) and <b>raw</b> tag"""
+
 
 def answer_for(prompt: str) -> tuple[list[str], float]:
     """The answer's pieces and the delay between them, chosen by the question."""
     cited = "".join(f" [{n}]" for n in dict.fromkeys(re.findall(r"^\[(\d+)\] ", prompt, re.M)))
     question = prompt.rpartition("Question:")[2].lower()
+    if "markdown fixture" in question:
+        return [*MARKDOWN_ANSWER.splitlines(keepends=True), cited], 0.01
     if "hostile" in question:
         return [*(f"{w} " for w in XSS_ANSWER.split(" ")), cited.strip()], 0.01
     if "slowly" in question:

@@ -3,9 +3,12 @@ audit, whose reads land in the append-only log."""
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 from playwright.async_api import Page, expect
 
+from tests.factories import DEFAULT_PASSWORD
 from tests.web.conftest import World, api_login, screenshot, sign_in
 
 
@@ -89,3 +92,81 @@ async def test_the_other_admin_pages_render(page: Page, world: World) -> None:
     await page.click("form button[type=submit]")
     await expect(page.locator("[role=status]")).to_contain_text("365 days")
     await screenshot(page, "admin-retention")
+
+
+async def test_admin_user_lifecycle_through_the_pages(page: Page, world: World) -> None:
+    """Create → disable (their token gets 401) → enable → reset → erase with a typed
+    confirmation, all from the Users page; every destructive step asks first."""
+    email = f"lifecycle-{uuid.uuid4().hex[:8]}@example.com"
+    await _admin(page, world, "users")
+    await expect(page.locator("#users-title")).to_be_visible()
+    await page.fill("#user-email", email)
+    await page.fill("#user-password", DEFAULT_PASSWORD)
+    await page.click("text=Add user")
+    await page.fill("#user-search", email[:18])
+    row = page.locator("tbody tr", has_text=email)
+    await expect(row).to_contain_text("active")
+    await expect(row).to_contain_text("never")
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, email)
+        assert (await client.get("/me", headers=headers)).status_code == 200
+
+        await row.locator("button:has-text('Disable')").click()
+        dialog = page.locator("dialog.confirm")
+        await expect(dialog).to_be_visible()
+        await screenshot(page, "admin-users-confirm")
+        await dialog.locator("button:has-text('Cancel')").click()
+        await expect(row).to_contain_text("active")  # cancelled: nothing happened
+        await row.locator("button:has-text('Disable')").click()
+        await dialog.locator("button:has-text('Disable')").click()
+        await expect(row).to_contain_text("disabled")
+        me = await client.get("/me", headers=headers)
+        assert me.status_code == 401 and me.json()["error"]["code"] == "account_disabled"
+
+        await row.locator("button:has-text('Enable')").click()
+        await expect(row).to_contain_text("active")
+        await row.locator("select").select_option("admin")
+        await expect(page.locator("[role=status]").first).to_contain_text("is now admin")
+
+        await row.locator("button:has-text('Reset password')").click()
+        await dialog.locator("button:has-text('Reset password')").click()
+        temporary = page.locator("code[aria-label='Temporary password']")
+        await expect(temporary).to_be_visible()
+        await screenshot(page, "admin-users")
+        login = await client.post(
+            "/auth/token", json={"email": email, "password": await temporary.inner_text()}
+        )
+        assert login.status_code == 200
+
+        await row.locator("button:has-text('Erase')").click()
+        confirm = dialog.locator("button:has-text('Erase user')")
+        await expect(confirm).to_be_disabled()
+        await dialog.locator("#confirm-typed").fill("someone-else@example.com")
+        await expect(confirm).to_be_disabled()
+        await dialog.locator("#confirm-typed").fill(email)
+        await confirm.click()
+        await expect(page.locator("[role=status]").first).to_contain_text(f"Erased {email}")
+        await expect(row).to_have_count(0)
+        gone = await client.post("/auth/token", json={"email": email, "password": DEFAULT_PASSWORD})
+        assert gone.status_code == 401
+
+
+async def test_deleting_a_kb_document_asks_first(page: Page, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        title = f"Disposable {uuid.uuid4().hex[:6]}"
+        created = await client.post(
+            "/kb/documents", json={"title": title, "text": "Short lived."}, headers=headers
+        )
+        assert created.status_code in (200, 202)
+    await _admin(page, world, "kb")
+    row = page.locator("tbody tr", has_text=title)
+    await row.locator("button:has-text('Delete')").click()
+    dialog = page.locator("dialog.confirm")
+    await expect(dialog).to_contain_text(title)
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_have_count(0)
+    await expect(row).to_have_count(1)
+    await row.locator("button:has-text('Delete')").click()
+    await dialog.locator("button:has-text('Delete document')").click()
+    await expect(row).to_have_count(0)

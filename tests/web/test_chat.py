@@ -3,10 +3,12 @@ attachments, and hostile Markdown rendered inert."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
-from playwright.async_api import FilePayload, Page, expect
+import pytest
+from playwright.async_api import FilePayload, Page, Route, expect
 
 from tests.factories import DEFAULT_PASSWORD
 from tests.web.conftest import (
@@ -101,6 +103,38 @@ async def test_stop_mid_answer_then_reload_shows_the_incomplete_turn(
     await page.reload()
     await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
     await expect(page.locator(f"{LAST} .answer")).to_contain_text("part3")
+
+
+@pytest.mark.parametrize("outage", ["hangs", "refuses"])
+async def test_stop_works_at_once_while_the_server_cannot_be_reached(
+    page: Page, world: World, outage: str
+) -> None:
+    """Issue 28 item 3: with /chat/stream unreachable, Stop gave Send back after 148 s."""
+    await new_chat(page, world)
+
+    async def unreachable(route: Route) -> None:
+        if outage == "refuses":
+            await route.abort("connectionrefused")
+        # "hangs": never answered, as behind a dead proxy
+
+    await page.route("**/chat/stream", unreachable)
+    await ask(page, "What is the refund policy?")
+    send = page.locator(".composer button[type=submit]")
+    await expect(send).to_be_disabled()
+    await page.wait_for_timeout(500)
+    started = time.monotonic()
+    await page.click(".composer button:has-text('Stop')")
+    await expect(send).to_be_enabled(timeout=2_000)
+    assert time.monotonic() - started < 2.0
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
+    await expect(page.locator(f"{LAST} .status")).to_contain_text("Stopped")
+    await expect(page.locator(".composer button:has-text('Stop')")).to_be_hidden()
+    # The question comes back to send again, and once the server answers, it does.
+    assert await page.input_value("#message") == "What is the refund policy?"
+    await page.unroute_all(behavior="ignoreErrors")
+    await page.keyboard.press("Enter")
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "complete")
+    assert not watch_of(page).errors
 
 
 async def test_a_dropped_connection_resumes_without_doubled_or_missing_text(
@@ -258,3 +292,46 @@ async def test_the_sidebar_pages_renames_and_deletes_conversations(
     await page.click("button:has-text('Really delete?')")
     await page.wait_for_url(lambda url: url != before and "#/c/" in url)
     await expect(page.locator(".session-list")).not_to_contain_text("Renamed topic")
+
+
+async def test_rename_closes_once_on_enter_escape_and_blur_without_errors(
+    page: Page, world: World
+) -> None:
+    """Issue 28 item 8: Enter without a change reopened the editor, and every close threw
+    "Failed to execute 'replaceWith' on 'Element'"."""
+    await new_chat(page, world)
+    title = page.locator(".conv-title")
+    editor = page.locator("input[aria-label='Conversation title']")
+    rename = page.locator("button:has-text('Rename')")
+
+    await rename.click()
+    await expect(editor).to_be_focused()
+    await page.keyboard.press("Enter")  # no change
+    await expect(editor).to_have_count(0)
+    await page.wait_for_timeout(300)
+    await expect(editor).to_have_count(0)  # not reopened
+    await expect(title).to_have_text("New conversation")
+    await expect(rename).to_be_focused()
+
+    await rename.click()
+    await page.keyboard.type("Trip planning")
+    await page.keyboard.press("Enter")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Trip planning")
+    await expect(page.locator(".session-list a[aria-current=page]")).to_contain_text(
+        "Trip planning"
+    )
+
+    await rename.click()
+    await page.keyboard.type("Discarded")
+    await page.keyboard.press("Escape")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Trip planning")
+
+    await rename.click()
+    await page.keyboard.type("Saved on blur")
+    await page.click("#message")
+    await expect(editor).to_have_count(0)
+    await expect(title).to_have_text("Saved on blur")
+    await expect(page.locator("#message")).to_be_focused()
+    assert watch_of(page).errors == []

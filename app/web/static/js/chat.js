@@ -10,6 +10,9 @@ import { turnView } from "./turns.js";
 
 const DEFAULT_TITLE = "New conversation";
 const PAGE = 20;
+// After Stop, how long the server gets to end the stream itself (`done`, stopped) before the
+// page stops following it on its own: Send must come back even when the server is unreachable.
+const STOP_GRACE_MS = 1500;
 let active = null; // the page on screen, for the global Esc handler
 
 document.addEventListener("keydown", (event) => {
@@ -109,30 +112,42 @@ export async function chatPage(main, sessionId) {
 
   // --- header: rename and delete -------------------------------------------------------------
   rename.addEventListener("click", () => {
+    if (!title.isConnected) return; // already editing
     const input = h("input", { type: "text", value: state.session.title, "aria-label": "Conversation title", maxlength: "200" });
-    const save = async () => {
+    let closed = false;
+    // Closes the editor once, whichever of Enter, Esc or blur comes first. The title is put
+    // back before the request, so removing the focused input (which fires blur) finds the
+    // editor already closed, and nothing is replaced twice.
+    const close = async (refocus) => {
+      if (closed) return;
+      closed = true;
       const value = input.value.trim();
-      if (value && value !== state.session.title) {
-        try {
-          state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: value } });
-          await loadSessions(true);
-        } catch (e) {
-          showFormError(humanError(e));
-        }
-      }
       input.replaceWith(title);
+      if (refocus) rename.focus(); // not on blur: the focus went where the user put it
+      if (!value || value === state.session.title) return;
+      title.textContent = value;
+      try {
+        state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: value } });
+        await loadSessions(true);
+      } catch (e) {
+        showFormError(humanError(e));
+      }
       title.textContent = state.session.title;
-      rename.focus();
+      document.title = `${state.session.title} — Threadline`;
     };
     input.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") save();
-      if (event.key === "Escape") {
+      if (event.key === "Enter" && !event.isComposing) {
+        // Not its default: the key would go on to press the Rename button that now has focus.
+        event.preventDefault();
+        close(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
         event.stopPropagation();
         input.value = state.session.title;
-        save();
+        close(true);
       }
     });
-    input.addEventListener("blur", save, { once: true });
+    input.addEventListener("blur", () => close(false));
     title.replaceWith(input);
     input.focus();
     input.select();
@@ -171,7 +186,8 @@ export async function chatPage(main, sessionId) {
   }
 
   async function run(view, body, turnId) {
-    const streaming = { view, turnId, stopRequested: false };
+    const controller = new AbortController();
+    const streaming = { view, turnId, stopRequested: false, controller, deadline: null };
     setStreaming(streaming);
     let text = "";
     try {
@@ -179,6 +195,7 @@ export async function chatPage(main, sessionId) {
         body,
         key: newKey(),
         turnId,
+        signal: controller.signal,
         onTurnId(id) {
           streaming.turnId = id;
           view.setId(id);
@@ -189,6 +206,7 @@ export async function chatPage(main, sessionId) {
           streaming.resuming = true;
         },
         onEvent(event) {
+          if (controller.signal.aborted) return;
           if (streaming.resuming) {
             streaming.resuming = false;
             view.note("Answering…");
@@ -212,9 +230,17 @@ export async function chatPage(main, sessionId) {
       if (terminal.name === "done") announce(`Answer: ${terminal.data.answer}`);
       else announce("The answer failed.");
     } catch (e) {
-      view.fail(humanError(e));
-      announce(humanError(e));
+      if (controller.signal.aborted) {
+        view.stoppedHere();
+        announce("Stopped.");
+        // Nothing came back at all: give the question back, to send again later.
+        if (!streaming.turnId && !text && body && !textarea.value) textarea.value = body.message;
+      } else {
+        view.fail(humanError(e));
+        announce(humanError(e));
+      }
     } finally {
+      clearTimeout(streaming.deadline);
       setStreaming(null);
     }
   }
@@ -256,7 +282,11 @@ export async function chatPage(main, sessionId) {
       if (!streaming || streaming.stopRequested) return false;
       streaming.stopRequested = true;
       streaming.view.note("Stopping…");
-      if (streaming.turnId) stopTurn(streaming.turnId).catch((e) => showFormError(humanError(e)));
+      // The server is asked to stop (its `done` keeps the partial answer); if it has not ended
+      // the stream within the grace, or cannot be reached at all, the page lets go itself.
+      if (streaming.turnId) stopTurn(streaming.turnId).catch(() => null);
+      const grace = navigator.onLine ? STOP_GRACE_MS : 0;
+      streaming.deadline = setTimeout(() => streaming.controller.abort(), grace);
       return true;
     },
   };

@@ -1,115 +1,204 @@
-// Safe Markdown: every character of the source is HTML-escaped first; only then are the
-// few constructs below turned into tags this module writes itself. Links keep their
-// target only when it is http(s); anything else renders as its text. No raw HTML, no
-// images, no attributes from the source other than an escaped http(s) href.
+// Markdown by well-kept libraries (docs/adr/0043-markdown-by-libraries.md): marked parses
+// (GFM: tables, nested and task lists, fenced code, strikethrough), DOMPurify sanitises what
+// it made, highlight.js colours finished code blocks (loaded on first use). What the source
+// may produce is narrowed before and after the parse:
+// - raw HTML in the source is shown as text, never parsed (an answer quoting `<script>` shows
+//   it); images render as their description;
+// - a link keeps its target only when it is http(s) (new tab, no referrer) or the app's own
+//   (`/…`, `#…`); any other link (javascript:, data:, a target the output guardrail removed)
+//   renders as its label, plain text;
+// - DOMPurify then allows only the tags and attributes below, and only those URLs.
+
+import DOMPurify from "../vendor/dompurify-3.4.18/purify.es.js";
+import { Marked } from "../vendor/marked-18.2.1/marked.esm.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const REMOVED_LINK = "[link removed]"; // the output guardrail's marker for a link no source has
 
 export function escapeHtml(text) {
   return String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
-function safeHref(escapedUrl) {
-  // The URL is already escaped (no quote can close the attribute); it must be http(s).
-  return /^https?:\/\/[^\s]+$/i.test(escapedUrl) ? escapedUrl : null;
+/** The href to keep, or null: http(s) URLs and the app's own paths only. */
+export function safeHref(href) {
+  const url = String(href || "").trim();
+  if (/^https?:\/\/[^\s]+$/i.test(url)) return url;
+  if (/^\/(?!\/)[^\s]*$/.test(url) || /^#[^\s]*$/.test(url)) return url;
+  return null;
 }
 
-function inline(text, options) {
-  // Code spans first, so nothing inside them is interpreted.
-  return text
-    .split(/(`[^`\n]+`)/)
-    .map((part, i) => {
-      if (i % 2 === 1) return `<code>${escapeHtml(part.slice(1, -1))}</code>`;
-      let out = escapeHtml(part);
-      // Links become placeholders, so emphasis and citations never reach inside an href.
-      const links = [];
-      out = out.replace(/\[([^\]\n]+)\]\(([^)\s]+)\)/g, (_, label, url) => {
-        const href = safeHref(url);
-        links.push(
-          href
-            ? `<a href="${href}" target="_blank" rel="noopener noreferrer nofollow">${label}</a>`
-            : label,
-        );
-        return `\u0000${links.length - 1}\u0000`;
-      });
-      out = out.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
-      out = out.replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s.,;:!?)]|$)/g, "$1<em>$2</em>");
-      out = out.replace(/(^|[\s(])_([^_\n]+)_(?=[\s.,;:!?)]|$)/g, "$1<em>$2</em>");
-      if (options.citations) {
-        out = out.replace(
-          /\[(\d{1,3})\]/g,
-          (_, n) =>
-            `<button type="button" class="cite" data-cite="${n}" ` +
-            `aria-label="Source ${n}">${n}</button>`,
-        );
-      }
-      out = out.replace(/\u0000(\d+)\u0000/g, (_, i) => links[Number(i)]);
-      return out;
-    })
-    .join("");
+function languageOf(lang) {
+  const match = /^[\w+#.-]{1,30}/.exec(String(lang || "").trim());
+  return match ? match[0].toLowerCase() : "";
 }
 
-/** Markdown source → HTML safe to insert: headings, lists, quotes, code, links, emphasis. */
-export function renderMarkdown(source, options = {}) {
-  const lines = String(source ?? "").replace(/\r\n?/g, "\n").split("\n");
-  const html = [];
-  let paragraph = [];
-  let list = null;
+const renderer = {
+  html({ text }) {
+    return escapeHtml(text);
+  },
+  image({ text }) {
+    return escapeHtml(text);
+  },
+  heading({ tokens, depth }) {
+    const level = Math.min(depth + 2, 6); // h3..h6 inside a message
+    return `<h${level}>${this.parser.parseInline(tokens)}</h${level}>\n`;
+  },
+  link({ href, title, tokens }) {
+    const label = this.parser.parseInline(tokens);
+    const safe = safeHref(href);
+    if (!safe) return label;
+    const external = /^https?:/i.test(safe);
+    const titled = title ? ` title="${escapeHtml(title)}"` : "";
+    const target = external ? ' target="_blank" rel="noopener noreferrer nofollow"' : "";
+    return `<a href="${escapeHtml(safe)}"${titled}${target}>${label}</a>`;
+  },
+  code({ text, lang }) {
+    const language = languageOf(lang);
+    const cls = language ? ` class="language-${escapeHtml(language)}"` : "";
+    return (
+      `<div class="code-block"><div class="code-head"><span class="code-lang">${escapeHtml(language || "text")}</span>` +
+      `<button type="button" class="copy-code">Copy code</button></div>` +
+      // Focusable, so a wide block scrolls with the keyboard too.
+      `<pre tabindex="0"><code${cls}>${escapeHtml(text)}</code></pre></div>\n`
+    );
+  },
+};
 
-  const flushParagraph = () => {
-    if (paragraph.length) html.push(`<p>${inline(paragraph.join("\n"), options).replace(/\n/g, "<br>")}</p>`);
-    paragraph = [];
-  };
-  const flushList = () => {
-    if (list) html.push(`<${list.tag}>${list.items.map((i) => `<li>${inline(i, options)}</li>`).join("")}</${list.tag}>`);
-    list = null;
-  };
+// `[n]`: a numbered citation (not a link `[n](…)`), a button that opens source n.
+const citation = {
+  name: "citation",
+  level: "inline",
+  start(src) {
+    const at = src.search(/\[\d{1,3}\]/);
+    return at < 0 ? undefined : at;
+  },
+  tokenizer(src) {
+    const match = /^\[(\d{1,3})\](?!\()/.exec(src);
+    if (match) return { type: "citation", raw: match[0], n: match[1] };
+    return undefined;
+  },
+  renderer(token) {
+    return `<button type="button" class="cite" data-cite="${token.n}" aria-label="Source ${token.n}">${token.n}</button>`;
+  },
+};
 
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    if (/^```/.test(line)) {
-      flushParagraph();
-      flushList();
-      const code = [];
-      for (i++; i < lines.length && !/^```/.test(lines[i]); i++) code.push(lines[i]);
-      html.push(`<pre><code>${escapeHtml(code.join("\n"))}</code></pre>`);
-      continue;
-    }
-    const heading = /^(#{1,4})\s+(.*)$/.exec(line);
-    const bullet = /^\s*[-*+]\s+(.*)$/.exec(line);
-    const numbered = /^\s*\d+[.)]\s+(.*)$/.exec(line);
-    const quote = /^>\s?(.*)$/.exec(line);
-    if (heading) {
-      flushParagraph();
-      flushList();
-      const level = heading[1].length + 2; // h3..h6 inside a message
-      html.push(`<h${level}>${inline(heading[2], options)}</h${level}>`);
-    } else if (bullet || numbered) {
-      flushParagraph();
-      const tag = bullet ? "ul" : "ol";
-      if (list && list.tag !== tag) flushList();
-      if (!list) list = { tag, items: [] };
-      list.items.push((bullet || numbered)[1]);
-    } else if (quote) {
-      flushParagraph();
-      flushList();
-      html.push(`<blockquote>${inline(quote[1], options)}</blockquote>`);
-    } else if (!line.trim()) {
-      flushParagraph();
-      flushList();
-    } else {
-      flushList();
-      paragraph.push(line);
+const options = { gfm: true, breaks: true, async: false };
+const plain = new Marked(options, { renderer });
+const cited = new Marked(options, { renderer, extensions: [citation] });
+
+const PURIFY = {
+  ALLOWED_TAGS: [
+    "p", "br", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
+    "h3", "h4", "h5", "h6", "hr", "table", "thead", "tbody", "tr", "th", "td", "a", "button",
+    "div", "span", "input",
+  ],
+  ALLOWED_ATTR: [
+    "href", "title", "target", "rel", "class", "data-cite", "aria-label", "type", "tabindex",
+    "start", "align", "checked", "disabled",
+  ],
+  ALLOW_DATA_ATTR: false,
+  RETURN_DOM_FRAGMENT: true,
+};
+
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  // The renderer's link rule once more, on what came out: a link without a safe target
+  // loses it (and is unwrapped to its text below).
+  if (node.nodeName === "A" && !safeHref(node.getAttribute("href"))) node.removeAttribute("href");
+});
+DOMPurify.addHook("uponSanitizeElement", (node, data) => {
+  // The only input Markdown makes is a task list's checkbox: read-only.
+  if (data.tagName === "input") {
+    if (node.getAttribute("type") !== "checkbox") node.remove();
+    else node.setAttribute("disabled", "");
+  }
+});
+
+function prepare(source) {
+  // A link whose target the guardrail removed shows its label, not `[label]([link removed])`:
+  // given a target the link rule refuses, it renders as that label.
+  return String(source ?? "").split(`](${REMOVED_LINK})`).join("](javascript:removed)");
+}
+
+/** Markdown source → a sanitised DocumentFragment. */
+export function renderMarkdown(source, { citations = false } = {}) {
+  const html = (citations ? cited : plain).parse(prepare(source));
+  const fragment = DOMPurify.sanitize(html, PURIFY);
+  for (const a of fragment.querySelectorAll("a:not([href])")) a.replaceWith(...a.childNodes);
+  return fragment;
+}
+
+/** Put rendered Markdown into `el`; `highlight`: colour its code blocks (finished text only). */
+export function setMarkdown(el, source, options = {}) {
+  el.replaceChildren(renderMarkdown(source, options));
+  if (options.highlight) highlightCode(el);
+}
+
+// --- code: copy and highlighting ---------------------------------------------------------------
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest?.(".copy-code");
+  if (!button) return;
+  const code = button.closest(".code-block")?.querySelector("code");
+  if (!code) return;
+  copyText(code.textContent, button, "Copy code");
+});
+
+/** Copy `text`, then say so on `button` for a moment. */
+export async function copyText(text, button, label) {
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied";
+  } catch {
+    button.textContent = "Copy failed";
+  }
+  setTimeout(() => {
+    button.textContent = label;
+  }, 1500);
+}
+
+const HLJS = "../vendor/highlightjs-11.12.0";
+const ALIASES = {
+  js: "javascript", jsx: "javascript", mjs: "javascript", ts: "typescript", tsx: "typescript",
+  py: "python", sh: "bash", zsh: "bash", console: "shell", html: "xml", svg: "xml",
+  yml: "yaml", golang: "go", rs: "rust", "c++": "cpp", cs: "csharp", "c#": "csharp",
+  rb: "ruby", toml: "ini", md: "markdown", patch: "diff", docker: "dockerfile",
+};
+const LANGUAGES = new Set([
+  "bash", "c", "cpp", "csharp", "css", "diff", "dockerfile", "go", "ini", "java", "javascript",
+  "json", "markdown", "php", "python", "ruby", "rust", "shell", "sql", "typescript", "xml", "yaml",
+]);
+let hljs = null;
+const loading = new Map();
+
+async function grammar(name) {
+  if (!loading.has(name)) {
+    loading.set(
+      name,
+      (async () => {
+        hljs ||= import(`${HLJS}/core.min.js`).then((m) => {
+          m.default.configure({ ignoreUnescapedHTML: true });
+          return m.default;
+        });
+        const [core, language] = await Promise.all([hljs, import(`${HLJS}/languages/${name}.min.js`)]);
+        core.registerLanguage(name, language.default);
+        return core;
+      })(),
+    );
+  }
+  return loading.get(name);
+}
+
+/** Colour the code blocks of `el` whose language is known (the modules load on first use). */
+export async function highlightCode(el) {
+  for (const code of el.querySelectorAll("pre code[class^='language-']")) {
+    const asked = code.className.slice("language-".length);
+    const name = ALIASES[asked] || asked;
+    if (!LANGUAGES.has(name)) continue;
+    try {
+      const core = await grammar(name);
+      if (code.isConnected && !code.classList.contains("hljs")) core.highlightElement(code);
+    } catch {
+      // Highlighting is a nicety: the block stays readable without it.
     }
   }
-  flushParagraph();
-  flushList();
-  return html.join("");
-}
-
-/** Put rendered Markdown into `el` (a template parses it inert: no script runs). */
-export function setMarkdown(el, source, options = {}) {
-  const template = document.createElement("template");
-  template.innerHTML = renderMarkdown(source, options);
-  el.replaceChildren(template.content);
 }

@@ -17,6 +17,22 @@ function online() {
   return new Promise((resolve) => window.addEventListener("online", () => resolve(), { once: true }));
 }
 
+export function stoppedError() {
+  return new DOMException("Stopped by the user", "AbortError");
+}
+
+/** `promise`, or a rejection with an AbortError as soon as `signal` aborts (whatever the
+ * promise is waiting for: a fetch to an unreachable server, a token refresh, a back-off). */
+function unlessAborted(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(stoppedError());
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(stoppedError());
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 export function newKey() {
   return crypto.randomUUID();
 }
@@ -24,9 +40,10 @@ export function newKey() {
 /**
  * Stream one turn (or follow a running one, given its `turnId`). `onEvent(event)` gets each
  * event once, in order; `onReconnect(n)` is told of each resume attempt. Resolves with the
- * terminal `done` or `error` event.
+ * terminal `done` or `error` event; rejects with an AbortError at once when `signal` aborts
+ * (Stop while the server cannot be reached: nothing is retried after that).
  */
-export async function streamTurn({ body, key, turnId: known, onEvent, onReconnect, onTurnId }) {
+export async function streamTurn({ body, key, turnId: known, onEvent, onReconnect, onTurnId, signal }) {
   let lastId = 0;
   let turnId = known || null;
   // Going offline cuts the connection at once (a dead socket can otherwise hang for
@@ -69,21 +86,24 @@ export async function streamTurn({ body, key, turnId: known, onEvent, onReconnec
   }
 
   window.addEventListener("offline", cut);
+  signal?.addEventListener("abort", cut);
   try {
     for (let attempt = 0; ; attempt++) {
       connection = new AbortController();
       try {
-        const terminal = await once();
+        const terminal = await unlessAborted(once(), signal);
         if (terminal) return terminal;
       } catch (error) {
+        if (signal?.aborted) throw stoppedError();
         if (error instanceof ApiError || attempt >= MAX_RETRIES) throw error;
       }
       onReconnect?.(attempt + 1);
-      await online();
-      await sleep(Math.min(250 * 2 ** Math.min(attempt, 4), 4000));
+      await unlessAborted(online(), signal);
+      await unlessAborted(sleep(Math.min(250 * 2 ** Math.min(attempt, 4), 4000)), signal);
     }
   } finally {
     window.removeEventListener("offline", cut);
+    signal?.removeEventListener("abort", cut);
   }
 }
 

@@ -33,7 +33,8 @@ export function turnView(turn) {
 
   const render = () => {
     pending = null;
-    setMarkdown(answer, turn.answer, { citations: true });
+    // Code is coloured once the text is final, not on every frame of a stream.
+    setMarkdown(answer, turn.answer, { citations: true, highlight: turn.status !== "pending" });
   };
 
   function setStatus() {
@@ -85,6 +86,17 @@ export function turnView(turn) {
       render();
       setStatus();
       if (done.stopped) status.textContent = "Stopped — the answer is incomplete";
+      setActions();
+    },
+    /** Stopped on this side (the server did not confirm in time): the text shown so far stays. */
+    stoppedHere() {
+      if (pending) cancelAnimationFrame(pending);
+      render();
+      turn.status = "incomplete";
+      setStatus();
+      status.textContent = turn.id
+        ? "Stopped — the answer is incomplete"
+        : "Stopped — the server could not be reached; the answer is incomplete";
       setActions();
     },
     fail(message) {

@@ -84,3 +84,45 @@ export function pager(load, show, status) {
     },
   };
 }
+
+/**
+ * Ask before a destructive action, in a modal dialog (focus stays inside; Esc cancels).
+ * With `typed`, the confirm button works only once that exact text is typed.
+ * Resolves true when confirmed.
+ */
+export function confirmAction({ title, message, confirm = "Confirm", typed = null }) {
+  return new Promise((resolve) => {
+    const input = typed
+      ? h("input", { type: "text", id: "confirm-typed", autocomplete: "off", spellcheck: "false" })
+      : null;
+    const ok = h("button", { type: "submit", class: "danger", disabled: Boolean(typed) }, confirm);
+    const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
+    const form = h(
+      "form",
+      { method: "dialog" },
+      h("h2", { id: "confirm-title" }, title),
+      h("p", {}, message),
+      typed ? [h("label", { for: "confirm-typed" }, "Type ", h("strong", {}, typed), " to confirm"), input] : null,
+      h("div", { class: "row dialog-actions" }, cancel, ok),
+    );
+    const dialog = h("dialog", { class: "confirm", "aria-labelledby": "confirm-title" }, form);
+    let confirmed = false;
+    input?.addEventListener("input", () => {
+      ok.disabled = input.value.trim() !== typed;
+    });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (ok.disabled) return;
+      confirmed = true;
+      dialog.close();
+    });
+    cancel.addEventListener("click", () => dialog.close());
+    dialog.addEventListener("close", () => {
+      dialog.remove();
+      resolve(confirmed);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    (input || cancel).focus();
+  });
+}

@@ -4,7 +4,7 @@
 import { api } from "../api.js";
 import { h, mount } from "../dom.js";
 import { setMarkdown } from "../markdown.js";
-import { frame, pager, statusLine, table, tag, when } from "./common.js";
+import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
 
 export async function render(main) {
   const status = statusLine();
@@ -36,6 +36,12 @@ export async function render(main) {
   const paging = pager((cursor) => api(`/kb/documents?limit=20${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`), draw, status);
 
   async function remove(doc) {
+    const sure = await confirmAction({
+      title: "Delete this document?",
+      message: `“${doc.title}” and its passages leave the knowledge base; answers can no longer cite it. This cannot be undone.`,
+      confirm: "Delete document",
+    });
+    if (!sure) return;
     try {
       await api(`/kb/documents/${doc.id}`, { method: "DELETE" });
       status.say(`Deleted “${doc.title}”.`);
