@@ -98,6 +98,21 @@ class RedisHandle:
         if self._prober is not None:
             self._prober.shutdown(wait=False)
 
+    def dedicated_client(self) -> Redis:
+        """A client with one connection of its own, outside the shared pool, for a task that
+        blocks in Redis on behalf of many callers (the stream tail's XREAD): its waits must
+        never hold a connection the pool's other callers need. In process: the one client."""
+        if self.in_process:
+            return self.client
+        shared = self.client.connection_pool
+        pool = BlockingConnectionPool(
+            connection_class=shared.connection_class,
+            max_connections=1,
+            timeout=SOCKET_TIMEOUT_SECONDS,
+            **shared.connection_kwargs,
+        )
+        return Redis.from_pool(pool)
+
 
 def _probe(url: str) -> bool:
     """PING on a new blocking connection to `url`, each step within `PROBE_TIMEOUT_SECONDS`
@@ -121,21 +136,6 @@ def _probe(url: str) -> bool:
                 client.close()
             except Exception:  # already gone
                 logger.debug("probe connection did not close cleanly", exc_info=True)
-
-    def dedicated_client(self) -> Redis:
-        """A client with one connection of its own, outside the shared pool, for a task that
-        blocks in Redis on behalf of many callers (the stream tail's XREAD): its waits must
-        never hold a connection the pool's other callers need. In process: the one client."""
-        if self.in_process:
-            return self.client
-        shared = self.client.connection_pool
-        pool = BlockingConnectionPool(
-            connection_class=shared.connection_class,
-            max_connections=1,
-            timeout=SOCKET_TIMEOUT_SECONDS,
-            **shared.connection_kwargs,
-        )
-        return Redis.from_pool(pool)
 
 
 def build_redis(settings: Settings) -> RedisHandle:

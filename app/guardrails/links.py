@@ -117,6 +117,8 @@ class _Link(NamedTuple):
     end: int
     url: str
     whole: bool = True
+    label: str | None = None
+    """A Markdown link's text, kept when the link is removed (never an image's)."""
 
 
 def remove_links(text: str, allowed: Callable[[str], bool]) -> tuple[str, int]:
@@ -148,15 +150,22 @@ def _too_many_constructs(text: str) -> bool:
 
 
 def _replace(text: str, links: list[_Link]) -> tuple[str, int]:
-    """`text` with each of `links` (overlapping ones merged) replaced by the marker."""
-    merged: list[tuple[int, int]] = []
+    """`text` with each of `links` (overlapping ones merged) replaced by the marker; a
+    Markdown link keeps its text before it ("the docs [link removed]", not a reader left
+    with `[link removed]` alone). Its text is scanned again in the next round, so a link
+    inside it is removed too."""
+    merged: list[tuple[int, int, str | None]] = []
     for link in sorted(links):
         if merged and link.start < merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(link.end, merged[-1][1]))
+            start, end, label = merged[-1]
+            # A construct inside another (the bare URL in a link's destination) keeps the
+            # outer one's text; two that only overlap keep none.
+            merged[-1] = (start, max(link.end, end), label if link.end <= end else None)
         else:
-            merged.append((link.start, link.end))
-    for start, end in reversed(merged):
-        text = text[:start] + MARKER + text[end:]
+            merged.append((link.start, link.end, link.label))
+    for start, end, label in reversed(merged):
+        kept = f"{label.strip()} " if label and label.strip() else ""
+        text = text[:start] + kept + MARKER + text[end:]
     return text, len(merged)
 
 
@@ -185,13 +194,14 @@ def _inline_links(text: str) -> Iterator[_Link]:
             continue
         whole = len(destination) < _MAX_DESTINATION
         start = _opening_bracket(text, match.start())
+        label = text[start + 1 : match.start()] if start < match.start() else None
         if start > 0 and text[start - 1] == "!":
-            start -= 1
+            start, label = start - 1, None
         close = text.find(")", end)
         newline = text.find("\n\n", end)
         if close != -1 and (newline == -1 or close < newline):
             end = close + 1
-        yield _Link(start, end, _unescape_markdown(destination), whole)
+        yield _Link(start, end, _unescape_markdown(destination), whole, label)
 
 
 def _destination(text: str, at: int) -> tuple[str | None, int]:

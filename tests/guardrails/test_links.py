@@ -122,3 +122,14 @@ def test_hostile_markup_costs_little(answer: str) -> None:
     started = time.perf_counter()
     remove_links(answer, lambda _url: False)
     assert time.perf_counter() - started < 1.0
+
+
+def test_a_removed_markdown_link_keeps_its_text_and_a_link_inside_it_goes_too() -> None:
+    text, removed = remove_links(
+        "Read [the docs](https://evil.example/x) or "
+        "[![logo](//evil.example/l.png)](https:evil.example/y).",
+        lambda _url: False,
+    )
+    assert text == f"Read the docs {MARKER} or {MARKER} {MARKER}."
+    assert removed == 3
+    assert not rendered_destinations(text)
