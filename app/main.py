@@ -34,6 +34,7 @@ from app.ops.endpoints import router as ops_router
 from app.privacy.endpoints import router as privacy_router
 from app.retention.endpoints import router as retention_router
 from app.sessions.endpoints import router as sessions_router
+from app.users.endpoints import router as users_router
 from app.web import install_web
 
 UPLOAD_PATHS = ("/attachments", "/kb/documents")
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics_router,
         auth_router,
         admin_auth_router,
+        users_router,
         sessions_router,
         chat_router,
         attachments_router,

@@ -135,3 +135,30 @@ def streaming_factory() -> FastAPI:
         }
 
     return app
+
+
+class SlowModel(InstantModel):
+    """400 tokens, one every 50 ms: a turn that streams for 20 s (something to follow)."""
+
+    async def _astream(
+        self, messages: list[BaseMessage], *_: Any, **__: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for i in range(400):
+            await asyncio.sleep(0.05)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=f"word{i} "))
+
+
+def slow_factory() -> FastAPI:
+    """The app with the slow model (bench.attacks)."""
+    app = create_app(get_settings())
+    lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def with_slow_model(application: FastAPI) -> AsyncIterator[None]:
+        async with lifespan(application):
+            context = application.state.resources.turn_context
+            context.responder = ChatModelResponder(SlowModel(), "slow")
+            yield
+
+    app.router.lifespan_context = with_slow_model
+    return app

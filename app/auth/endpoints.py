@@ -4,25 +4,21 @@ import json
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.auth import service, user_admin
+from app.auth import service
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.auth.schemas import (
-    AdminUser,
-    AdminUserPage,
     ApiKeyCreated,
     ApiKeyInfo,
     CreateApiKeyRequest,
     CreateUserRequest,
     LoginRequest,
     MeResponse,
-    PasswordReset,
     RefreshRequest,
     TokenResponse,
-    UpdateUserRequest,
     UserResponse,
 )
 from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
@@ -32,7 +28,7 @@ router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
 
 
-def _no_store(response: Response) -> None:
+def no_store(response: Response) -> None:
     """A response carrying a secret (token, key) must not be kept by any cache."""
     response.headers["Cache-Control"] = "no-store"
     response.headers["Pragma"] = "no-cache"
@@ -103,7 +99,7 @@ async def issue_token(
     client = request.client.host if request.client else None
     attempt = service.LoginAttempt(body.email, body.password, body.tenant, client)
     pair = await service.login(db, settings, redis, attempt)
-    _no_store(response)
+    no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
@@ -113,7 +109,7 @@ async def refresh_token(
 ) -> TokenResponse:
     """Exchange a refresh token (once) for a new pair. A replayed token signs the session out."""
     pair = await service.refresh(sessionmaker, settings, body.refresh_token)
-    _no_store(response)
+    no_store(response)
     return TokenResponse(**pair.__dict__)
 
 
@@ -155,52 +151,13 @@ async def create_user(
     return UserResponse.model_validate(user)
 
 
-@admin_router.get("/users", response_model=AdminUserPage, responses=error_responses(400))
-async def list_users(
-    admin: AdminPrincipal,
-    db: DbSession,
-    q: Annotated[str | None, Query(max_length=254, description="Part of the e-mail")] = None,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> AdminUserPage:
-    """The tenant's users by e-mail, with role, status, last sign-in and conversation count."""
-    return await user_admin.list_users(db, admin, query=q, cursor=cursor, limit=limit)
-
-
-@admin_router.get("/users/{user_id}", response_model=AdminUser, responses=error_responses(404))
-async def get_user(user_id: uuid.UUID, admin: AdminPrincipal, db: DbSession) -> AdminUser:
-    """One of the tenant's users (404 for a user of another tenant)."""
-    return await user_admin.get_user(db, admin, user_id)
-
-
-@admin_router.patch(
-    "/users/{user_id}", response_model=AdminUser, responses=error_responses(404, 409)
-)
-async def update_user(
-    user_id: uuid.UUID, body: UpdateUserRequest, admin: AdminPrincipal, db: DbSession
-) -> AdminUser:
-    """Change a user's role, or disable (their tokens and keys stop at once) or enable them."""
-    return await user_admin.update_user(db, admin, user_id, body)
-
-
-@admin_router.post(
-    "/users/{user_id}/password", response_model=PasswordReset, responses=error_responses(404)
-)
-async def reset_password(
-    user_id: uuid.UUID, response: Response, admin: AdminPrincipal, db: DbSession
-) -> PasswordReset:
-    """A new temporary password for the user, shown only here; their logins are ended."""
-    _no_store(response)
-    return await user_admin.reset_password(db, admin, user_id)
-
-
 @admin_router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
 async def create_api_key(
     body: CreateApiKeyRequest, response: Response, admin: AdminPrincipal, db: DbSession
 ) -> ApiKeyCreated:
     """Create a server-to-server key acting as the admin. The key is shown only here."""
     key, raw = await service.create_api_key(db, admin, name=body.name, role=body.role)
-    _no_store(response)
+    no_store(response)
     return ApiKeyCreated(
         id=key.id,
         key=raw,

@@ -23,10 +23,29 @@ VENDOR_DIR = Path(__file__).parent / "static" / "vendor"
 SUMS = VENDOR_DIR / "SHA256SUMS.json"
 
 _HLJS_LANGUAGES = [
-    "bash", "c", "cpp", "csharp", "css", "diff", "dockerfile", "go", "ini", "java",
-    "javascript", "json", "markdown", "php", "python", "ruby", "rust", "shell", "sql",
-    "typescript", "xml", "yaml",
-]  # fmt: skip
+    "bash",
+    "c",
+    "cpp",
+    "csharp",
+    "css",
+    "diff",
+    "dockerfile",
+    "go",
+    "ini",
+    "java",
+    "javascript",
+    "json",
+    "markdown",
+    "php",
+    "python",
+    "ruby",
+    "rust",
+    "shell",
+    "sql",
+    "typescript",
+    "xml",
+    "yaml",
+]
 
 
 @dataclass(frozen=True)

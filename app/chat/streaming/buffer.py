@@ -123,6 +123,7 @@ async def append_terminal(
 
 
 def decode_entry(entry: tuple[Any, dict[Any, Any]]) -> BufferedEvent:
+    """One Redis Stream entry (XRANGE, XREAD) as the event it holds."""
     entry_id, fields = entry
     raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
     name = fields[b"n"].decode() if b"n" in fields else fields["n"]

@@ -114,9 +114,14 @@ DOMPurify.addHook("uponSanitizeElement", (node, data) => {
 });
 
 function prepare(source) {
-  // A link whose target the guardrail removed shows its label, not `[label]([link removed])`:
-  // given a target the link rule refuses, it renders as that label.
-  return String(source ?? "").split(`](${REMOVED_LINK})`).join("](javascript:removed)");
+  // A link whose target the guardrail removed shows its label alone: today's guard writes
+  // `label [link removed]`; answers stored before it, `[label]([link removed])` (given a
+  // target the link rule refuses, it renders as that label).
+  return String(source ?? "")
+    .split(`](${REMOVED_LINK})`)
+    .join("](javascript:removed)")
+    .split(` ${REMOVED_LINK}`)
+    .join("");
 }
 
 /** Markdown source → a sanitised DocumentFragment. */
