@@ -6,7 +6,7 @@ the conversation in a header: Open WebUI sends `X-OpenWebUI-Chat-Id` (with
 `X-Conversation-Id`. The list stays this short on purpose: each header is a promise about
 what a client's value means. The session's id is derived from the value, the caller's tenant
 and user (app/openai_compat/service.py), so no mapping is stored and another user's identical
-id names another session (docs/adr/0038-openai-and-mcp-faces.md, addendum).
+id names another session (docs/adr/0063, amending 0038).
 """
 
 from __future__ import annotations

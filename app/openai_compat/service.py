@@ -88,7 +88,7 @@ def session_opening(
     `history` is given for a derived id, which comes back after its session was deleted: the
     session is then opened afresh, empty, and what a turn finishing during the deletion may
     have written under the id after it (a cached history, checkpoints) goes, so nothing of the
-    deleted session reaches the new one (docs/adr/0038-openai-and-mcp-faces.md, addendum)."""
+    deleted session reaches the new one (docs/adr/0063, amending 0038)."""
 
     async def open_session(db: AsyncSession) -> None:
         sessions = SessionRepository(db, principal.tenant_id)

@@ -58,7 +58,7 @@ class FusionSettings:
     complete_scores: bool = False
     """z-score fusion: each leg also scores the candidates only the other leg brought
     (`_complete`), instead of counting them as its weakest candidate. Off by default: it
-    lifts SciFact but not the follow-up dev set (ADR 0036, follow-up)."""
+    lifts SciFact but not the follow-up dev set (ADR 0037)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FusionSettings:
