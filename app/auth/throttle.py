@@ -1,4 +1,4 @@
-"""Login throttling: failed attempts per e-mail and per client address, counted in Redis.
+"""Login throttling: failed attempts per e-mail and client address, counted in Redis.
 
 Without it, passwords could be guessed at the speed of argon2 and the hashing itself used to
 exhaust the server. It fails closed, as the usage limiter does (docs/adr/0015): when Redis
@@ -9,7 +9,7 @@ process and people can still sign in. It used to skip the throttle on any Redis 
 the pool drained by other requests, 15 wrong passwords in a row were all checked (issue 33).
 
 An attempt takes its slot before the password is checked, in one Lua script over both
-counters (`reserve`): checking first and counting after let 40 parallel guesses all through
+counters at once (`reserve`): checking first and counting after let 40 parallel guesses all through
 a limit of 10, since each read the count before any had written it. The slot stays taken if
 the password was wrong, and is given back when it was right (`succeeded`).
 """
@@ -45,11 +45,13 @@ end
 return 0
 """
 
-# A successful login clears the e-mail's failures and gives its slot back to the client.
+# A successful login clears the failures of its e-mail from its address, and gives its slot
+# back to the address and to the e-mail's total.
 _RELEASE = """
 redis.call('DEL', KEYS[1])
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 and tonumber(redis.call('GET', KEYS[2])) > 0
-then redis.call('DECR', KEYS[2]) end
+for i = 2, #KEYS do
+  if tonumber(redis.call('GET', KEYS[i]) or '0') > 0 then redis.call('DECR', KEYS[i]) end
+end
 return 1
 """
 
@@ -84,8 +86,8 @@ class LocalCounters:
         return 0
 
     def release(self, keys: list[str]) -> None:
-        """A successful login, as `_RELEASE` does: the e-mail's failures cleared, the
-        client's slot given back."""
+        """A successful login, as `_RELEASE` does: the first counter cleared, a slot given
+        back to the others."""
         self._counts.pop(keys[0], None)
         for key in keys[1:]:
             count, ends = self._counts.get(key, (0, 0.0))
@@ -114,20 +116,29 @@ class LoginThrottle:
         self.local = local
         self._counted_locally = False
 
-    def _keys(self, email: str, client: str | None) -> list[str]:
+    def _keys(self, email: str, client: str | None) -> tuple[list[str], tuple[int, ...]]:
+        """The counters an attempt counts against, and their limits: the e-mail from this
+        address (`max_failures`), the address whatever the e-mail (5x), and the e-mail from
+        every address (10x). Counting the e-mail alone let anyone lock its owner out for the
+        window with 10 guesses (issue 33); now a guesser locks out only their own address,
+        and a guessing botnet still meets the e-mail's total."""
         # The e-mail hashed: a key must not hold personal data an erasure would have to find.
         digest = hashlib.sha256(email.strip().lower().encode()).hexdigest()
-        keys = [self.redis.key("login-failures", "email", digest)]
-        if client:
-            keys.append(self.redis.key("login-failures", "client", client))
-        return keys
+        everywhere = self.redis.key("login-failures", "email", digest)
+        if not client:
+            return [everywhere], (self.max_failures,)
+        keys = [
+            self.redis.key("login-failures", "pair", digest, client),
+            self.redis.key("login-failures", "client", client),
+            everywhere,
+        ]
+        return keys, (self.max_failures, self.max_failures * 5, self.max_failures * 10)
 
     async def reserve(self, email: str, client: str | None) -> None:
-        """Count this attempt against the e-mail and the client, or refuse it (429) when
-        either has used up its failures in the window. Call before checking the password.
-        503 when Redis answers but the count failed."""
-        keys = self._keys(email, client)
-        limits = (self.max_failures, self.max_failures * 5)[: len(keys)]
+        """Count this attempt against the e-mail and the client (`_keys`), or refuse it (429)
+        when one of them has used up its failures in the window. Call before checking the
+        password. 503 when Redis answers but the count failed."""
+        keys, limits = self._keys(email, client)
         try:
             retry = int(
                 await self.redis.client.eval(_RESERVE, len(keys), *keys, self.window, *limits)
@@ -152,7 +163,7 @@ class LoginThrottle:
 
     async def succeeded(self, email: str, client: str | None) -> None:
         """The password was right: this attempt was no failure."""
-        keys = self._keys(email, client)
+        keys, _ = self._keys(email, client)
         if self._counted_locally:
             self.local.release(keys)
             return

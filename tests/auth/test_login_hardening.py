@@ -209,3 +209,36 @@ async def test_with_redis_down_the_process_counts_failed_logins_itself(
                 )
     assert statuses == [401] * settings.login_max_failures + [429, 429]
     assert right.status_code == 429
+
+
+async def _login_from(app: FastAPI, address: str, email: str, password: str) -> int:
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as c:
+        response = await c.post("/auth/token", json={"email": email, "password": password})
+    return response.status_code
+
+
+async def test_a_guesser_locks_out_their_own_address_not_the_accounts_owner(
+    app: FastAPI, db: AsyncSession, settings: Settings
+) -> None:
+    """Counting failures per e-mail alone let anyone lock a user out for 15 minutes with 10
+    guesses (issue 33); per e-mail and address, the owner elsewhere still signs in, and
+    guesses from many addresses still meet the e-mail's total."""
+    user = await make_user(db, await make_tenant(db))
+    guesses = [
+        await _login_from(app, "198.51.100.7", user.email, f"guess-{i}")
+        for i in range(settings.login_max_failures + 1)
+    ]
+    assert guesses == [401] * settings.login_max_failures + [429]
+    assert await _login_from(app, "198.51.100.7", user.email, DEFAULT_PASSWORD) == 429
+    assert await _login_from(app, "203.0.113.20", user.email, DEFAULT_PASSWORD) == 200
+
+    # A botnet: each address below its own limit, together at the e-mail's total.
+    total = settings.login_max_failures * 10
+    statuses = [
+        await _login_from(app, f"192.0.2.{i // 5}", user.email, f"again-{i}") for i in range(total)
+    ]
+    # The e-mail's total already held the first address's 10 failures.
+    assert statuses.count(401) == total - settings.login_max_failures
+    assert statuses.count(429) == settings.login_max_failures
+    assert await _login_from(app, "203.0.113.21", user.email, DEFAULT_PASSWORD) == 429
