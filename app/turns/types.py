@@ -1,28 +1,17 @@
 """The shapes a turn is made of, shared by the chat runtime, the graph and the turn store.
 
 Plain JSON-able TypedDicts (ids are strings): they are checkpointed, cached in Redis and
-stored in `query_history` as they are.
+stored in `query_history` as they are. The prompt's own shapes (messages, earlier turns, numbered
+sources) are the model library's (`app/llm/shapes.py`), re-exported here.
 """
 
 from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
+from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 
-class ChatMessage(TypedDict):
-    """One message of a conversation as a client sends it or a prompt holds it."""
-
-    role: Literal["user", "assistant", "system"]
-    content: str
-
-
-class HistoryTurn(TypedDict):
-    """One finished earlier turn of a session, as the history window shows it."""
-
-    turn_id: str
-    user_query: str
-    answer: str
-    status: str
+__all__ = ["ChatMessage", "HistoryTurn", "PassageData", "SourceRef", "Usage"]
 
 
 class PassageData(TypedDict):
@@ -34,20 +23,6 @@ class PassageData(TypedDict):
     title: str
     text: str
     score: float
-
-
-class SourceRef(TypedDict):
-    """A numbered citation target: `[n]` in the answer points at chunk `id` (or, for an
-    answer from the FAQ fast path, at FAQ entry `id`)."""
-
-    n: int
-    id: str
-    kind: Literal["kb", "attachment", "faq"]
-    source_id: str
-    title: str
-    score: float
-    text: str
-    """The passage as it went into the prompt (possibly cut to the budget)."""
 
 
 class Usage(TypedDict):
