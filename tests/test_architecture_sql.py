@@ -33,7 +33,7 @@ EXECUTING_METHODS = frozenset({"execute", "exec_driver_sql", "scalar", "scalars"
 ALLOWED: dict[str, str] = {
     "app/core/db.py": "sets the tenant/user GUCs on every transaction (row-level security)",
     "app/core/migrate.py": "reads alembic_version to tell whether the schema is current",
-    "app/graph/checkpointer.py": (
+    "app/conversation/checkpoints/checkpointer.py": (
         "LangGraph's checkpointer connection: sets the tenant GUC on its psycopg pool and "
         "reads the checkpoint schema version at startup"
     ),
