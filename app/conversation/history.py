@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversation.repository import SessionStateRepository, TurnRepository
 from app.conversation.turn.types import HistoryTurn
 from app.core.redis import RedisHandle
-from app.privacy.marks import mark_key
+from app.pii.marks import mark_key
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.conversation.repository.sessions import SessionRepository, delete_checkpoints
+from app.conversation.checkpoints.repository import delete_thread
+from app.conversation.repository.sessions import SessionRepository
 from app.conversation.service.admission import Opening
 from app.conversation.service.chat import ChatService
 from app.conversation.service.sessions import CachedHistory
@@ -104,7 +105,7 @@ def session_opening(
                 raise  # not theirs (cannot be, by derivation) or not a duplicate: a failure
             return
         if history is not None:
-            await delete_checkpoints(db, session_id)
+            await delete_thread(db, session_id)
             await history.drop(principal.tenant_id, session_id)
 
     return open_session

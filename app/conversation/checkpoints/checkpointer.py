@@ -32,13 +32,17 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from app.conversation.checkpoints.pruning import PRUNE_THREAD, prune_parameters
+from app.conversation.checkpoints.repository import (
+    PRUNE_THREAD,
+    SET_TENANT,
+    prune_parameters,
+    schema_version,
+)
 
 logger = logging.getLogger(__name__)
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
 # The thread whose old checkpoints go in the pipeline of the write now under way.
 _PRUNE_AFTER_WRITE: ContextVar[tuple[str, str] | None] = ContextVar("prune", default=None)
-_SET_TENANT = "SELECT set_config('threadline.tenant_id', %s, false)"
 
 
 class CheckpointSchemaError(RuntimeError):
@@ -70,7 +74,7 @@ class TenantScopedSaver(AsyncPostgresSaver):
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
         async with super()._cursor(pipeline=True) as cursor:
-            await cursor.execute(_SET_TENANT, (CURRENT_TENANT.get() or "",))
+            await cursor.execute(SET_TENANT, (CURRENT_TENANT.get() or "",))
             yield cursor
             prune = _PRUNE_AFTER_WRITE.get()
             if prune is not None:
@@ -95,11 +99,8 @@ async def check_schema(
     pool: AsyncConnectionPool[AsyncConnection[DictRow]], wait_seconds: float = 3.0
 ) -> None:
     """Refuse to start against checkpoint tables of another library version."""
-    async with pool.connection(timeout=wait_seconds) as connection:
-        cursor = await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
-        row = await cursor.fetchone()
+    found = await schema_version(pool, wait_seconds)
     expected = len(MIGRATIONS) - 1
-    found = row["v"] if row else None
     if found != expected:
         raise CheckpointSchemaError(
             f"checkpoint tables are at version {found}, langgraph-checkpoint-postgres expects "

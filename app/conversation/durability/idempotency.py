@@ -43,7 +43,7 @@ from app.conversation.streaming.run import Finisher, RunOutcome
 from app.conversation.turn.schemas import ChatRequest, chat_answer
 from app.core.errors import ServiceUnavailable, UnprocessableEntity
 from app.core.redis import RedisHandle
-from app.privacy.marks import is_erased
+from app.pii.marks import is_erased
 
 logger = logging.getLogger(__name__)
 

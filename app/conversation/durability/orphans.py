@@ -38,7 +38,7 @@ from app.conversation.turn.schemas import chat_answer
 from app.conversation.turn.types import SourceRef
 from app.core.db import TENANT
 from app.llm.tokens import count_tokens
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 logger = logging.getLogger(__name__)
 

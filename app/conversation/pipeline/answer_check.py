@@ -16,7 +16,7 @@ from app.conversation.pipeline.tools import AGENT_INSTRUCTIONS
 from app.conversation.turn.types import SourceRef
 from app.guardrails.grounding import check_grounding
 from app.guardrails.output_checks import check_output
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from app.core.errors import AppError, ServiceUnavailable
 from app.limits.limiter import Reservation
 from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 logger = logging.getLogger(__name__)
 

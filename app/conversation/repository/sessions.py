@@ -1,10 +1,6 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, cast
-
-from sqlalchemy import CursorResult, text
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
@@ -29,23 +25,3 @@ class SessionRepository(TenantRepository[ChatSession]):
         """One page of the user's sessions, keyset-paginated."""
         statement = self.scoped().where(ChatSession.user_id == user_id)
         return await self.keyset_page(statement, limit=limit, after=after)
-
-
-_DELETE_THREAD = (
-    text("DELETE FROM checkpoint_writes WHERE thread_id = :thread"),
-    text("DELETE FROM checkpoint_blobs WHERE thread_id = :thread"),
-    text("DELETE FROM checkpoints WHERE thread_id = :thread"),
-)
-
-
-async def delete_checkpoints(db: AsyncSession, session_id: uuid.UUID) -> int:
-    """Remove the LangGraph thread of a session; returns the number of rows removed.
-
-    Runs before the session row goes: the checkpoint tables' RLS policy admits a thread only
-    while its session is visible.
-    """
-    removed = 0
-    for statement in _DELETE_THREAD:
-        result = await db.execute(statement, {"thread": str(session_id)})
-        removed += cast(CursorResult[Any], result).rowcount
-    return removed

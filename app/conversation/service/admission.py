@@ -17,7 +17,7 @@ from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.repository import SessionStateRepository, TurnRepository
 from app.conversation.turn.schemas import ChatRequest
 from app.core.errors import NotFound
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 # Work that commits with the turn's admission or not at all, run once the limits admitted the
 # request: e.g. opening the session the turn goes into (app/openai_compat, app/mcp_server).

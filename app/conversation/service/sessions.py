@@ -8,8 +8,9 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
+from app.conversation.checkpoints.repository import delete_thread
 from app.conversation.repository import TurnRepository
-from app.conversation.repository.sessions import SessionRepository, delete_checkpoints
+from app.conversation.repository.sessions import SessionRepository
 from app.core.errors import NotFound
 from app.core.pagination import Cursor, split_page
 from app.models import ChatSession, QueryHistory
@@ -62,7 +63,7 @@ async def delete(
     """Delete the session and its checkpoints; turns and attachment links go with it
     (ON DELETE CASCADE), and its cached history is dropped."""
     chat = await get_owned(db, principal, session_id)
-    await delete_checkpoints(db, session_id)
+    await delete_thread(db, session_id)
     await _repo(db, principal).delete(chat)
     await db.flush()
     await history.drop(principal.tenant_id, session_id)

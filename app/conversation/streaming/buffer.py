@@ -22,7 +22,7 @@ from typing import Any
 from redis.typing import EncodableT, FieldT
 
 from app.core.redis import RedisHandle
-from app.privacy.marks import is_erased
+from app.pii.marks import is_erased
 
 logger = logging.getLogger(__name__)
 

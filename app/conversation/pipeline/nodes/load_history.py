@@ -17,7 +17,7 @@ from app.conversation.pipeline.query_plan import history_query
 from app.conversation.pipeline.state import TurnState, turn_ids
 from app.conversation.turn.types import ChatMessage, HistoryTurn
 from app.embeddings.base import prefetch
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 
 def _norm(text: str) -> str:

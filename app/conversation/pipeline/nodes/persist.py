@@ -21,7 +21,7 @@ from app.conversation.repository import TurnRepository
 from app.conversation.turn.types import HistoryTurn
 from app.core.db_outage import retry_through_outage
 from app.core.jobs import enqueue_after_commit
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 
 async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
