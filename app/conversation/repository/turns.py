@@ -1,8 +1,10 @@
-"""SQL for turns (`query_history`): the turn pipeline, the listing, the history window and the
-agent's look-ups of earlier answers.
+"""SQL for turns (`query_history`): the turn pipeline, the listing, the history window, the
+agent's look-ups of earlier answers, and what the audit, the retention sweep, the export and
+the erasure need of a user's or a tenant's turns.
 
-Over 300 lines because every statement on the one table a turn lives in is here, each small;
-the statements of the session-state row and of history caching are modules of their own."""
+Over 300 lines because every statement on the one table a turn lives in is here, each small
+(the leases of running turns excepted: `turn_leases.py`); the statements of the session row
+and of history caching are modules of their own."""
 
 from __future__ import annotations
 
@@ -11,9 +13,25 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Float, Integer, Row, Text, bindparam, column, func, or_, select, text, update
+from sqlalchemy import (
+    Boolean,
+    Float,
+    Integer,
+    Row,
+    Select,
+    Text,
+    bindparam,
+    column,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
+from app.conversation.turn.filters import TurnFilters
 from app.conversation.turn.types import HistoryTurn
 from app.core.pagination import Cursor
 from app.core.process import process_id
@@ -324,6 +342,104 @@ class TurnRepository(TenantRepository[QueryHistory]):
             not_blocked,
         ]
 
+    # --- a tenant's or a user's turns: the audit, the retention sweep, export and erasure ---
+
+    def audited(self, filters: TurnFilters) -> Select[QueryHistory]:
+        """The tenant's turns that pass the audit's `filters`."""
+        statement = self.scoped()
+        if filters.user_id is not None:
+            statement = statement.where(QueryHistory.user_id == filters.user_id)
+        if filters.session_id is not None:
+            statement = statement.where(QueryHistory.session_id == filters.session_id)
+        if filters.since is not None:
+            statement = statement.where(QueryHistory.created_at >= filters.since)
+        if filters.until is not None:
+            statement = statement.where(QueryHistory.created_at < filters.until)
+        if filters.composition is not None:
+            statement = statement.where(QueryHistory.query_composition == filters.composition)
+        if filters.min_quality is not None:
+            statement = statement.where(_quality() >= filters.min_quality)
+        if filters.max_quality is not None:
+            statement = statement.where(_quality() <= filters.max_quality)
+        if filters.truncated is not None:
+            statement = statement.where(_truncated().is_(filters.truncated))
+        return statement
+
+    async def audit_page(
+        self, filters: TurnFilters, *, limit: int, after: Cursor | None
+    ) -> list[QueryHistory]:
+        """Up to `limit + 1` turns, newest first (one extra tells whether another page exists)."""
+        return await self.keyset_page(self.audited(filters), limit=limit, after=after)
+
+    def _pending_of(self, user_id: uuid.UUID) -> Select[uuid.UUID]:
+        return select(QueryHistory.id).where(
+            QueryHistory.tenant_id == self.tenant_id,
+            QueryHistory.user_id == user_id,
+            QueryHistory.status == "pending",
+        )
+
+    async def pending_ids_of(self, user_id: uuid.UUID) -> list[uuid.UUID]:
+        """The user's turns still running (or whose process died)."""
+        return list((await self.db.execute(self._pending_of(user_id))).scalars())
+
+    async def has_pending_of(self, user_id: uuid.UUID) -> bool:
+        """Whether any turn of the user's is still pending."""
+        return (await self.db.execute(self._pending_of(user_id).limit(1))).first() is not None
+
+    async def delete_of(self, user_id: uuid.UUID) -> list[str]:
+        """Delete the user's turns; their ids."""
+        deleted = await self.db.execute(
+            delete(QueryHistory)
+            .where(QueryHistory.tenant_id == self.tenant_id, QueryHistory.user_id == user_id)
+            .returning(QueryHistory.id)
+        )
+        return [str(t) for t in deleted.scalars()]
+
+    async def delete_created_before(self, cutoff: datetime) -> list[tuple[uuid.UUID, int]]:
+        """Delete the turns created before `cutoff`: how many each session lost."""
+        rows = await self.db.execute(_PURGE_TURNS, {"tenant": self.tenant_id, "cutoff": cutoff})
+        return [(row.session_id, int(row.turns)) for row in rows.all()]
+
 
 def _escape_like(word: str) -> str:
     return word.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+
+
+_PURGE_TURNS = text(
+    """
+WITH gone AS (
+    DELETE FROM query_history
+    WHERE tenant_id = :tenant AND created_at < :cutoff
+    RETURNING session_id
+)
+SELECT session_id, count(*) AS turns FROM gone GROUP BY session_id
+"""
+)
+
+
+def _quality() -> Any:
+    return QueryHistory.context_metadata["quality_score"].astext.cast(Float)
+
+
+def _truncated() -> Any:
+    return QueryHistory.context_metadata["truncation_applied"].astext.cast(Boolean)
+
+
+def exported_turns(tenant_id: uuid.UUID, user_id: uuid.UUID) -> Select[*tuple[Any, ...]]:
+    """The user's turns as the privacy export lists them (the query, not yet run)."""
+    return select(
+        QueryHistory.id,
+        QueryHistory.session_id,
+        QueryHistory.user_query,
+        QueryHistory.answer,
+        QueryHistory.status,
+        QueryHistory.query_composition,
+        QueryHistory.context_metadata,
+        QueryHistory.attachment_ids,
+        QueryHistory.model,
+        QueryHistory.prompt_tokens,
+        QueryHistory.completion_tokens,
+        QueryHistory.latency_ms,
+        QueryHistory.created_at,
+        QueryHistory.completed_at,
+    ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id)

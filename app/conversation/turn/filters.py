@@ -1,4 +1,4 @@
-"""What the admin audit may filter turns by (SPEC §6)."""
+"""What the admin audit may filter turns by (SPEC §6); the turn store applies them."""
 
 from __future__ import annotations
 
