@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
+from app.conversation.history import HistoryStore
+from app.conversation.pipeline.summary_job import SummaryDeps, summary_handlers
 from app.core.database_urls import DatabaseUrls, resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
 from app.core.jobs import CeleryJobs, InProcessJobs, JobRunner
 from app.core.redis import RedisHandle
 from app.embeddings import factory as embedders
 from app.embeddings.space import EmbeddingMismatchError, check_embedding_space
-from app.graph.summary_job import SummaryDeps, summary_handlers
 from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
 from app.retention.tasks import SWEEP
 from app.retrieval.status import KnowledgeBaseStatus
-from app.turns.history import HistoryStore
 
 if TYPE_CHECKING:
     from celery import Celery

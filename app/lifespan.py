@@ -19,21 +19,21 @@ from app.bootstrap import (
     open_database,
     open_ingestion,
 )
-from app.chat.guards import ChatGuards
-from app.chat.leases import TurnLeases
-from app.chat.orphans import OrphanFinisher
-from app.chat.runner import TurnRunner, drain_background
 from app.config import Settings
-from app.core.redis import build_redis
-from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
-from app.graph.build import build_graph
-from app.graph.checkpointer import (
+from app.conversation.checkpoints.checkpointer import (
     CheckpointSchemaError,
     TenantScopedSaver,
     check_schema,
     create_pool,
 )
-from app.graph.context import TurnContext
+from app.conversation.durability.guards import ChatGuards
+from app.conversation.durability.leases import TurnLeases
+from app.conversation.durability.orphans import OrphanFinisher
+from app.conversation.pipeline.build import build_graph
+from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.runner import TurnRunner, drain_background
+from app.core.redis import build_redis
+from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.offload import PreparePool

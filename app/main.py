@@ -9,8 +9,9 @@ from app.audit.endpoints import router as audit_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
 from app.auth.principal import authenticate, require_admin
-from app.chat.endpoints import router as chat_router
 from app.config import Settings, get_settings
+from app.conversation.endpoints.chat import router as chat_router
+from app.conversation.endpoints.sessions import router as sessions_router
 from app.core.deps import get_db, get_sessionmaker
 from app.core.errors import install_error_handlers
 from app.core.hosts import HostMiddleware
@@ -33,7 +34,6 @@ from app.openai_compat.errors import OpenAIErrorMiddleware
 from app.ops.endpoints import router as ops_router
 from app.privacy.endpoints import router as privacy_router
 from app.retention.endpoints import router as retention_router
-from app.sessions.endpoints import router as sessions_router
 from app.users.endpoints import router as users_router
 from app.web import install_web
 

@@ -14,13 +14,13 @@ from app.core.redis import RedisHandle
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from app.chat.guards import ChatGuards
-    from app.chat.runner import TurnRunner
+    from app.conversation.durability.guards import ChatGuards
+    from app.conversation.history import HistoryStore
+    from app.conversation.pipeline.context import TurnContext
+    from app.conversation.pipeline.runner import TurnRunner
     from app.core.jobs import CeleryJobs, InProcessJobs
-    from app.graph.context import TurnContext
     from app.ingestion.pipeline import IngestionDeps
     from app.retrieval.hybrid import HybridRetriever
-    from app.turns.history import HistoryStore
 
 
 @dataclass

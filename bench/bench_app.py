@@ -19,11 +19,11 @@ from pydantic import BaseModel
 
 from app.auth.principal import CurrentPrincipal
 from app.config import get_settings
+from app.conversation.service import sessions
 from app.core.deps import DbSession
 from app.llm.responder import ChatModelResponder
 from app.main import create_app
 from app.models import QueryHistory
-from app.sessions import service as sessions
 
 ANSWER = "Threadline answers from your documents [1]. " * 5
 

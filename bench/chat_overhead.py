@@ -169,11 +169,11 @@ async def _http_bench(base: str) -> None:
 
 async def _history_bench(owner_url: str, redis_url: str | None) -> None:
     from app.config import Settings
+    from app.conversation.history import HistoryStore
     from app.core.database_urls import resolve_database_urls
     from app.core.db import create_engine, create_sessionmaker, scope_to_tenant
     from app.core.redis import build_redis
     from app.models import ChatSession, QueryHistory, Tenant, User
-    from app.turns.history import HistoryStore
 
     settings = Settings(database_url=owner_url, redis_url=redis_url, history_turns=50)
     engine = create_engine(resolve_database_urls(settings).app)

@@ -208,10 +208,10 @@ async def _retrieval_latency(
     three rounds; each turn's median per path, in ms. As in retrieve, each query (and the
     read of the previous answer's sources) has a transaction of its own, all at once; and,
     for comparison, the same work one query after the other in one transaction."""
+    from app.conversation.repository import TurnRepository
     from app.core.db import scope_to_tenant
     from app.retrieval.hybrid import FusionSettings, HybridRetriever
     from app.retrieval.multi_query import CITED, WeightedQuery, fuse_queries
-    from app.turns.repository import TurnRepository
 
     store = await open_product_store(owner_url, embedder_name)
     retriever = HybridRetriever(store.embedder, FusionSettings.from_settings(store.settings))

@@ -3,7 +3,7 @@
     python -m bench.followups_tune [--embedder hashing|onnx|minilm] [--part all|base|hard]
 
 Ingests `bench/data/followups` as `bench.followups` does, then replays the conversations
-in-process with the product's own pieces (`app.graph.query_plan`, the retriever's
+in-process with the product's own pieces (`app.conversation.pipeline.query_plan`, the retriever's
 `search_queries` fusion, the extractive responder for the previous answer and what it
 cited) under each variant of the weighting, and prints recall@5 / nDCG@5 on turns >= 2 per
 label. Each query's legs are searched once and cached, so a variant costs only its fusion.
@@ -41,7 +41,7 @@ _CITATION = re.compile(r"\[(\d+)\]")
 
 @dataclass(frozen=True)
 class Variant:
-    """One weighting to score (the fields of `app.graph.query_plan.Weighting`)."""
+    """One weighting to score (the fields of `app.conversation.pipeline.query_plan.Weighting`)."""
 
     name: str
     base: float
@@ -93,12 +93,17 @@ class Turn:
 async def _replay(
     owner_url: str, embedder_name: str, tenant_id: uuid.UUID, ids: dict[str, str], part: str
 ) -> dict[str, list[Turn]]:
+    from app.conversation.pipeline.query_plan import (
+        Weighting,
+        cited_weight,
+        plan_queries,
+        relatedness,
+    )
+    from app.conversation.turn.types import HistoryTurn, SourceRef
     from app.core.db import scope_to_tenant
-    from app.graph.query_plan import Weighting, cited_weight, plan_queries, relatedness
     from app.llm.responder import ExtractiveResponder
     from app.retrieval.hybrid import FusionSettings, HybridRetriever
     from app.retrieval.multi_query import fuse_queries
-    from app.turns.types import HistoryTurn, SourceRef
     from bench.product_store import open_product_store
 
     store = await open_product_store(owner_url, embedder_name)
@@ -215,7 +220,7 @@ def report(results: dict[str, list[Turn]], embedder_name: str, top: int) -> None
     fixed = names[:10]
     for name in fixed:
         print(line(name))
-    print(line(CHOSEN) + "  <- chosen (app.graph.query_plan.WEIGHTING)")
+    print(line(CHOSEN) + "  <- chosen (app.conversation.pipeline.query_plan.WEIGHTING)")
     grid = sorted(names[10:], key=lambda n: -mean(results[n], None, "recall"))
     print(f"-- grid: best {top} of {len(grid)} by overall recall@5 (* below raw on a slice)")
     for name in grid[:top]:

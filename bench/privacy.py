@@ -165,7 +165,7 @@ async def _audit_case(
     make_filters: Any,
     runs: int,
 ) -> list[float]:
-    from app.audit.repository import AuditTurnRepository
+    from app.conversation.repository import TurnRepository
     from app.core.db import scope_to_tenant
 
     latencies = []
@@ -175,14 +175,14 @@ async def _audit_case(
             await scope_to_tenant(db, tenant)
             async with db.begin():
                 started = time.perf_counter()
-                await AuditTurnRepository(db, tenant).page(filters, limit=50, after=None)
+                await TurnRepository(db, tenant).audit_page(filters, limit=50, after=None)
                 latencies.append((time.perf_counter() - started) * 1000)
     return latencies
 
 
 async def _run(owner_url: str, audit_turns: int, export_batch: int | None) -> None:
-    from app.audit.turns import TurnFilters
     from app.config import Settings
+    from app.conversation.turn.filters import TurnFilters
     from app.core import migrate
     from app.core.database_urls import resolve_database_urls
     from app.core.db import create_engine, create_sessionmaker

@@ -8,12 +8,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.attachments.repository import AttachmentRepository
 from app.auth.principal import Principal
+from app.conversation.service.sessions import get_owned as get_owned_session
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.ingestion.jobs import ingest_job
 from app.ingestion.uploads import Upload
 from app.models import Attachment
-from app.sessions.service import get_owned as get_owned_session
 
 
 def _repo(db: AsyncSession, principal: Principal) -> AttachmentRepository:

@@ -7,9 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.audit import service, turns
+from app.audit import service
 from app.audit.schemas import AuditLogPage, AuditTurnPage, AuditTurnRecord
 from app.auth.principal import AdminPrincipal
+from app.conversation.turn import filters as turns
 from app.core.deps import DbSession
 from app.core.errors import error_responses
 from app.core.json_types import DateTimeParam

@@ -1,58 +1,13 @@
-"""SQL for the admin audit: the tenant's turns (SPEC §6 filters) and its audit log."""
+"""SQL of the audit log (the turns the audit reads are the turn store's)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from sqlalchemy import Boolean, Float, Select, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.audit.turns import TurnFilters
-from app.core.pagination import Cursor
-from app.core.repository import TenantRepository
-from app.models import AuditLog, QueryHistory
-
-
-def _quality() -> Any:
-    return QueryHistory.context_metadata["quality_score"].astext.cast(Float)
-
-
-def _truncated() -> Any:
-    return QueryHistory.context_metadata["truncation_applied"].astext.cast(Boolean)
-
-
-class AuditTurnRepository(TenantRepository[QueryHistory]):
-    """The tenant's turns as the audit reads them."""
-
-    model = QueryHistory
-
-    def filtered(self, filters: TurnFilters) -> Select[QueryHistory]:
-        """The tenant's turns that pass `filters`."""
-        statement = self.scoped()
-        if filters.user_id is not None:
-            statement = statement.where(QueryHistory.user_id == filters.user_id)
-        if filters.session_id is not None:
-            statement = statement.where(QueryHistory.session_id == filters.session_id)
-        if filters.since is not None:
-            statement = statement.where(QueryHistory.created_at >= filters.since)
-        if filters.until is not None:
-            statement = statement.where(QueryHistory.created_at < filters.until)
-        if filters.composition is not None:
-            statement = statement.where(QueryHistory.query_composition == filters.composition)
-        if filters.min_quality is not None:
-            statement = statement.where(_quality() >= filters.min_quality)
-        if filters.max_quality is not None:
-            statement = statement.where(_quality() <= filters.max_quality)
-        if filters.truncated is not None:
-            statement = statement.where(_truncated().is_(filters.truncated))
-        return statement
-
-    async def page(
-        self, filters: TurnFilters, *, limit: int, after: Cursor | None
-    ) -> list[QueryHistory]:
-        """Up to `limit + 1` turns, newest first (one extra tells whether another page exists)."""
-        return await self.keyset_page(self.filtered(filters), limit=limit, after=after)
+from app.models import AuditLog
 
 
 class AuditLogRepository:

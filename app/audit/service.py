@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.log import record
-from app.audit.repository import AuditLogRepository, AuditTurnRepository
+from app.audit.repository import AuditLogRepository
 from app.audit.schemas import (
     AuditLogEntry,
     AuditLogPage,
@@ -17,8 +17,9 @@ from app.audit.schemas import (
     AuditTurnPage,
     AuditTurnRecord,
 )
-from app.audit.turns import TurnFilters
 from app.auth.principal import Principal
+from app.conversation.repository import TurnRepository
+from app.conversation.turn.filters import TurnFilters
 from app.core.errors import BadRequest, NotFound
 from app.core.pagination import Cursor, split_page
 from app.models import QueryHistory
@@ -46,7 +47,7 @@ async def list_turns(
 ) -> AuditTurnPage:
     """Turns of the tenant with their context metadata, newest first, filtered; logged."""
     after = Cursor.decode(cursor) if cursor else None
-    rows = await AuditTurnRepository(db, admin.tenant_id).page(filters, limit=limit, after=after)
+    rows = await TurnRepository(db, admin.tenant_id).audit_page(filters, limit=limit, after=after)
     items, next_cursor = split_page(rows, limit)
     users = sorted({t.user_id for t in items if t.user_id != admin.user_id}, key=str)
     targets: list[uuid.UUID | None] = [filters.user_id] if filters.user_id is not None else [*users]
@@ -72,7 +73,7 @@ async def list_turns(
 
 async def read_turn(db: AsyncSession, admin: Principal, turn_id: uuid.UUID) -> AuditTurnRecord:
     """One turn's full record (query, answer, composition, context metadata); logged."""
-    turn = await AuditTurnRepository(db, admin.tenant_id).get(turn_id)
+    turn = await TurnRepository(db, admin.tenant_id).get(turn_id)
     if turn is None:
         raise NotFound("No such turn.", code="turn_not_found")
     await record(

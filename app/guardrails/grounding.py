@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core.text import content_words
 from app.llm.responder import EXTRACTIVE_NOTICE
-from app.turns.types import SourceRef
+from app.llm.shapes import SourceRef
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.guardrails import injection
 from app.guardrails.normalise import fold
 from app.guardrails.policy import TenantPolicy
-from app.privacy.pii import detect
+from app.pii.detect import detect
 
 _ABUSE = re.compile(
     r"\b(?:fuck|screw|damn)\s+(?:you|off|this bot)\b"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from app.core.text import content_words
 from app.guardrails import injection
 from app.guardrails.links import canonical, remove_links
-from app.privacy.pii import matches
+from app.pii.detect import matches
 
 LEAK_NGRAM = 6
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

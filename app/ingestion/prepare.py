@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from app.ingestion.chunking import Chunk, chunk_text
 from app.ingestion.extract import ExtractionError, extract_text
 from app.ingestion.safety import neutralise_instructions
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 
 @dataclass(frozen=True)

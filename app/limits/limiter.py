@@ -37,7 +37,7 @@ from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle
 from app.core.tenant_cache import TenantCache
 from app.observability import metrics
-from app.privacy.marks import mark_key
+from app.pii.marks import mark_key
 from app.tenants.repository import tenant_settings
 
 logger = logging.getLogger(__name__)

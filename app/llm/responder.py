@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 from app.llm.tokens import count_tokens
-from app.turns.types import ChatMessage, HistoryTurn, SourceRef
 
 
 @dataclass

@@ -12,16 +12,21 @@ from pydantic import BaseModel
 from app.audit import service as audit
 from app.audit.schemas import AuditTurnRecord
 from app.auth.principal import Principal
-from app.chat.schemas import ChatRequest, SourceOut
-from app.chat.service import ChatService
+from app.conversation.endpoints.session_schemas import (
+    SessionPage,
+    SessionResponse,
+    TurnPage,
+    TurnResponse,
+)
+from app.conversation.pipeline.context import TurnContext
+from app.conversation.service import sessions
+from app.conversation.service.chat import ChatService
+from app.conversation.turn.schemas import ChatRequest, SourceOut
 from app.core.errors import Forbidden
-from app.graph.context import TurnContext
 from app.knowledge import service as knowledge
 from app.knowledge.schemas import SearchOut
 from app.openai_compat.service import new_session_id, session_opening
 from app.retrieval.hybrid import HybridRetriever
-from app.sessions import service as sessions
-from app.sessions.schemas import SessionPage, SessionResponse, TurnPage, TurnResponse
 
 
 class Answer(BaseModel):

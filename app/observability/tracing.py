@@ -21,7 +21,7 @@ from langchain_core.tracers.langchain import LangChainTracer
 from langsmith import Client
 
 from app.config import Settings
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 
 def redact(value: Any, pseudonym: Callable[[str], str]) -> Any:

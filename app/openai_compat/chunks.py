@@ -19,15 +19,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.schemas import UsageOut
-from app.chat.streaming.sse import HEARTBEAT
+from app.conversation.streaming.sse import HEARTBEAT
+from app.conversation.turn.schemas import UsageOut
 from app.openai_compat.errors import error_type
 from app.openai_compat.schemas import MODEL_ID, CompletionUsage, finish_reason
 
 DONE = b"data: [DONE]\n\n"
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 _TOKEN = b'\nevent: token\ndata: {"text":'
-"""A token event's fixed part (app/chat/streaming/sse.py writes compact JSON, one event per
+"""A token event's fixed part (app/conversation/streaming/sse.py writes compact JSON, one event per
 piece): what follows it, less the closing `}`, is the token already encoded as a JSON string."""
 
 

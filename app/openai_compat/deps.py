@@ -1,5 +1,5 @@
 """The OpenAI-compatible endpoints' dependency: the completion service over the chat service
-(read from the application's resources, as app/chat/deps.py does)."""
+(read from the application's resources, as app/conversation/endpoints/deps.py does)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.chat.deps import get_chat_service
 from app.config import Settings
+from app.conversation.endpoints.deps import get_chat_service
 from app.openai_compat.service import CompletionService
 
 

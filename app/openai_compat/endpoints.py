@@ -14,8 +14,8 @@ from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.principal import Caller, CurrentPrincipal
-from app.chat.endpoints import IdempotencyKey
-from app.chat.streaming.sse import SSE_HEADERS
+from app.conversation.endpoints.chat import IdempotencyKey
+from app.conversation.streaming.sse import SSE_HEADERS
 from app.openai_compat import service
 from app.openai_compat.conversation import (
     CHAT_ID_SCHEMA,

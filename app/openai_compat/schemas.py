@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
-from app.chat.schemas import MAX_MESSAGE_CHARS, SourceOut, UsageOut
+from app.conversation.turn.schemas import MAX_MESSAGE_CHARS, SourceOut, UsageOut
 
 MODEL_ID = "threadline"
 """The one model (assistant) Threadline offers for now."""

@@ -1,5 +1,6 @@
 """A chat completion is a Threadline turn: the request is mapped onto the chat service
-(app/chat/service.py) and its answer or stream back onto OpenAI's format. Nothing of the turn
+(app/conversation/service/chat.py) and its answer or stream back onto OpenAI's format. Nothing of
+the turn
 is done here: tenancy, history, retrieval, guardrails, limits, quotas, idempotency and audit
 are the chat service's, exactly as for `/chat` (docs/adr/0038-openai-and-mcp-faces.md).
 
@@ -30,9 +31,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
-from app.chat.admission import Opening
-from app.chat.schemas import ChatRequest, ChatResponse, MessageIn
-from app.chat.service import ChatService
+from app.conversation.checkpoints.repository import delete_thread
+from app.conversation.repository.sessions import SessionRepository
+from app.conversation.service.admission import Opening
+from app.conversation.service.chat import ChatService
+from app.conversation.service.sessions import CachedHistory
+from app.conversation.turn.schemas import ChatRequest, ChatResponse, MessageIn
 from app.core.errors import BadRequest, NotFound
 from app.core.text import snippet
 from app.models import ChatSession
@@ -51,8 +55,6 @@ from app.openai_compat.schemas import (
     ThreadlineExtension,
     finish_reason,
 )
-from app.sessions.repository import SessionRepository, delete_checkpoints
-from app.sessions.service import CachedHistory
 
 _KEYED_SESSIONS = uuid.UUID("5b0c2f0e-6f3a-4f43-9a57-0c7d1d2e0038")
 """Namespace of the session ids derived from an Idempotency-Key."""
@@ -103,7 +105,7 @@ def session_opening(
                 raise  # not theirs (cannot be, by derivation) or not a duplicate: a failure
             return
         if history is not None:
-            await delete_checkpoints(db, session_id)
+            await delete_thread(db, session_id)
             await history.drop(principal.tenant_id, session_id)
 
     return open_session

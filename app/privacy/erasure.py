@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.checkpoints.repository import delete_threads
 from app.core.errors import Conflict
 from app.core.redis import RedisHandle
-from app.privacy.repository.checkpoints import delete_threads
 from app.privacy.repository.erasure import ErasureRepository
 
 logger = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from app.auth.principal import Principal
 from app.core.db import scope_to_tenant
 from app.core.errors import Forbidden
 from app.core.redis import RedisHandle
+from app.pii.marks import mark_erased
 from app.privacy.erasure import Erased, erase_user, purge_cache_keys, refuse_last_admin
-from app.privacy.marks import mark_erased
 from app.privacy.repository.erasure import ErasureRepository
 
 logger = logging.getLogger(__name__)

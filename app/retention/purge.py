@@ -20,12 +20,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.conversation.checkpoints.repository import purge_before, sweep_orphans
+from app.conversation.history import HistoryStore
 from app.core.db import scope_to_tenant
-from app.privacy.repository.checkpoints import purge_before, sweep_orphans
 from app.retention.policy import max_turn_age_days
 from app.retention.repository import RetentionRepository
 from app.tenants.repository import every_tenant_settings
-from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""SQL of the retention sweep for one tenant: old turns, the summaries built from them, and
-expired refresh-token logins."""
+"""SQL of the retention sweep for one tenant: expired refresh-token logins here; old turns and
+the summaries built from them through the conversation's stores."""
 
 from __future__ import annotations
 
@@ -8,21 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, or_, text, update
+from sqlalchemy import CursorResult, delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import ChatSession, RefreshTokenFamily
-
-_PURGE_TURNS = text(
-    """
-WITH gone AS (
-    DELETE FROM query_history
-    WHERE tenant_id = :tenant AND created_at < :cutoff
-    RETURNING session_id
-)
-SELECT session_id, count(*) AS turns FROM gone GROUP BY session_id
-"""
-)
+from app.conversation.repository import TurnRepository
+from app.conversation.repository.sessions import SessionRepository
+from app.models import RefreshTokenFamily
 
 
 class RetentionRepository:
@@ -34,25 +25,12 @@ class RetentionRepository:
 
     async def delete_turns_before(self, cutoff: datetime) -> list[tuple[uuid.UUID, int]]:
         """Delete the turns created before `cutoff`: how many each session lost."""
-        rows = await self.db.execute(_PURGE_TURNS, {"tenant": self.tenant_id, "cutoff": cutoff})
-        return [(row.session_id, int(row.turns)) for row in rows.all()]
+        return await TurnRepository(self.db, self.tenant_id).delete_created_before(cutoff)
 
     async def reset_summaries(self, session_ids: Sequence[uuid.UUID]) -> int:
         """Drop the running summary of these sessions (those that have one, or a fold under
         way: its claim goes too, so the fold of purged turns is not stored); how many."""
-        result = await self.db.execute(
-            update(ChatSession)
-            .where(
-                ChatSession.tenant_id == self.tenant_id,
-                ChatSession.id.in_(session_ids),
-                or_(
-                    ChatSession.summarized_turns > 0,
-                    ChatSession.summary_claimed_until.is_not(None),
-                ),
-            )
-            .values(summary=None, summarized_turns=0, summary_claimed_until=None)
-        )
-        return int(cast(CursorResult[Any], result).rowcount)
+        return await SessionRepository(self.db, self.tenant_id).reset_summaries(session_ids)
 
     async def delete_expired_refresh_tokens(self, now: datetime) -> int:
         """Delete refresh-token logins past their expiry; how many."""

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.conversation.history import HistoryStore
 from app.core.periodic import Periodic
 from app.retention.purge import sweep
-from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.conversation.history import HistoryStore
 from app.retention.purge import sweep
-from app.turns.history import HistoryStore
 
 SWEEP = "threadline.retention.sweep"
 

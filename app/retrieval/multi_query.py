@@ -2,7 +2,8 @@
 cited) fused by the hybrid search's own fusion (`app.retrieval.fusion`).
 
 A turn in a conversation searches with the raw question and with queries that carry the
-conversation (`app.graph.query_plan`), each with a weight. Every query's dense and lexical
+conversation (`app.conversation.pipeline.query_plan`), each with a weight. Every query's dense and
+lexical
 legs become legs of one fusion, weighted `query weight x leg weight`; so a query of weight 0
 changes nothing and the raw question alone ranks exactly as a single search does.
 

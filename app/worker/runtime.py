@@ -8,7 +8,8 @@ Tasks running at the same time (the `threads` pool, or several processes' worth 
 concurrency in one) then share the embedder's calls and the claim and index-write
 transactions exactly as in an API process (docs/adr/0014, 0017).
 
-The summary job (`app.graph.summary_job`) runs there too, with the configured chat model
+The summary job (`app.conversation.pipeline.summary_job`) runs there too, with the configured chat
+model
 (`responder`, built on first use). The same loop runs the ingestion recovery
 (`app.ingestion.recovery`): at start-up and then periodically it queues lost ingestions
 again, through the broker. And it runs the retention
@@ -41,11 +42,11 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+    from app.conversation.history import HistoryStore
     from app.core.redis import RedisHandle
     from app.ingestion.pipeline import IngestionDeps
     from app.ingestion.recovery import RecoveryLoop
     from app.llm.responder import Responder
-    from app.turns.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 

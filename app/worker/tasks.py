@@ -15,8 +15,8 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from celery.signals import worker_shutdown as worker_stopping
 
-from app.graph.summary import SUMMARIZE
-from app.graph.summary_job import fold_session
+from app.conversation.pipeline.summary import SUMMARIZE
+from app.conversation.pipeline.summary_job import fold_session
 from app.ingestion.jobs import INGEST
 from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app

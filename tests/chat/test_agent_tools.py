@@ -11,16 +11,16 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.pipeline.budget import AWAITING_SUMMARY
+from app.conversation.pipeline.composition import classify_query, refine_with_results
+from app.conversation.pipeline.context_quality import quality_score
+from app.conversation.pipeline.nodes.classify import TOOLS_REWRITE
+from app.conversation.pipeline.tool_context import OVER_BUDGET_RESULT, tool_turn_metadata
+from app.conversation.turn.types import PassageData, SourceRef
 from app.core.db import scope_to_tenant
-from app.graph.budget import AWAITING_SUMMARY
-from app.graph.composition import classify_query, refine_with_results
-from app.graph.context_quality import quality_score
-from app.graph.nodes.classify import TOOLS_REWRITE
-from app.graph.tool_context import OVER_BUDGET_RESULT, tool_turn_metadata
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.llm.tokens import count_tokens
 from app.models import KbChunk
-from app.turns.types import PassageData, SourceRef
 from tests.chat_helpers import add_kb_document, ask, stream_chat, use_model
 from tests.factories import make_chatter, make_session, make_turn, make_user
 from tests.fakes import ToolCall, ToolCallingChatModel, text_of

@@ -15,8 +15,8 @@ from langchain_core.messages import BaseMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.pipeline.budget import SYSTEM_PROMPT
 from app.core.db import scope_to_tenant
-from app.graph.budget import SYSTEM_PROMPT
 from app.models import ChatSession, QueryHistory
 from tests.chat.stream_driver import stream_until
 from tests.chat_helpers import add_kb_document, finished_turn, stream_chat, use_model

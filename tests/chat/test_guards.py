@@ -316,7 +316,7 @@ async def test_any_failure_before_the_run_releases_the_claim(
     async def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the database went away mid-request")
 
-    monkeypatch.setattr("app.chat.admission.prepare_turn", broken)
+    monkeypatch.setattr("app.conversation.service.admission.prepare_turn", broken)
     failed = await client.post("/chat", json=body, headers=headers)
     assert failed.status_code == 500
     monkeypatch.undo()

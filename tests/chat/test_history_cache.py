@@ -9,9 +9,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.history import HistorySnapshot
+from app.conversation.turn.types import HistoryTurn
 from app.core.db import scope_to_tenant
-from app.turns.history import HistorySnapshot
-from app.turns.types import HistoryTurn
 from tests.chat_helpers import ask, use_model
 from tests.factories import make_chatter
 from tests.fakes import ScriptedChatModel

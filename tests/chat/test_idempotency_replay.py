@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.idempotency import fingerprint
-from app.chat.schemas import ChatRequest
+from app.conversation.durability.idempotency import fingerprint
+from app.conversation.turn.schemas import ChatRequest
 from app.core.db import scope_to_tenant
 from app.models import QueryHistory
 from tests.chat_helpers import stream_chat, use_model

@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.repository import TurnLeaseRepository, expired_leases
+from app.conversation.repository.turn_leases import TurnLeaseRepository, expired_leases
 from app.models import QueryHistory
 from tests.factories import make_session, make_tenant, make_turn, make_user
 

@@ -24,14 +24,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.conversation.pipeline.summary_job import fold_session
+from app.conversation.repository import SessionStateRepository
+from app.conversation.turn.types import ChatMessage
 from app.core.db import scope_to_tenant
-from app.graph.summary_job import fold_session
 from app.limits.limiter import cached_token_ratio, chargeable_tokens
 from app.llm.providers import build_responder
 from app.llm.responder import ChatModelResponder, Generation, ModelRequest
 from app.models import ChatSession
-from app.turns.repository import SessionStateRepository
-from app.turns.types import ChatMessage
 from tests.chat_helpers import ask, stored_turn, stream_chat, use_model
 from tests.factories import make_chatter, make_turn
 from tests.fake_llm_server import CACHED_PROMPT_TOKENS, fake_llm_server

@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.graph.budget import SYSTEM_PROMPT
+from app.conversation.pipeline.budget import SYSTEM_PROMPT
 from app.guardrails.output_checks import SAFE_FALLBACK
 from app.models import QueryHistory
 from tests.chat_helpers import add_kb_document, ask, stored_turn, use_model

@@ -16,7 +16,7 @@ from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.committed
 
-MAX_EVENT_ID = 2**53 - 1  # the largest id the API accepts (app.chat.streaming.resume)
+MAX_EVENT_ID = 2**53 - 1  # the largest id the API accepts (app.conversation.streaming.resume)
 
 
 async def _resume(

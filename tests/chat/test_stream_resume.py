@@ -14,8 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.conversation.pipeline.budget import SYSTEM_PROMPT
 from app.core.db import scope_to_tenant
-from app.graph.budget import SYSTEM_PROMPT
 from app.llm.tokens import count_tokens
 from app.models import QueryHistory
 from tests.chat.stream_driver import other_process, stream_until

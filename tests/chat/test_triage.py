@@ -10,8 +10,8 @@ from langchain_core.messages import BaseMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.pipeline.nodes.triage import WITHHELD_QUERY
 from app.core.db import scope_to_tenant
-from app.graph.nodes.triage import WITHHELD_QUERY
 from app.guardrails.input_checks import BLOCKED_ANSWERS
 from app.guardrails.triage_rules import SMALLTALK_ANSWERS
 from app.models import ChatSession

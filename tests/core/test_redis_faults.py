@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from app.chat.idempotency import Claim, IdempotencyStore, IdempotencyUnavailable
-from app.chat.streaming.buffer import BufferedEvent, StreamBuffer
 from app.config import Settings
+from app.conversation.durability.idempotency import Claim, IdempotencyStore, IdempotencyUnavailable
+from app.conversation.streaming.buffer import BufferedEvent, StreamBuffer
 from app.core.errors import ServiceUnavailable, TooManyRequests
 from app.core.redis import RedisHandle, build_redis
 from app.limits.limiter import Limits, Reservation, UsageLimiter

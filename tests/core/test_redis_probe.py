@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from app.chat.idempotency import IdempotencyStore, IdempotencyUnavailable
 from app.config import Settings
+from app.conversation.durability.idempotency import IdempotencyStore, IdempotencyUnavailable
 from app.core.redis import RedisHandle, build_redis
 from tests.private_redis import PrivateRedis, _command, private_redis
 
@@ -88,7 +88,7 @@ async def test_a_claim_that_fails_under_load_is_refused_not_run_without_idempote
         return True
 
     try:
-        with caplog.at_level(logging.WARNING, logger="app.chat.idempotency"):
+        with caplog.at_level(logging.WARNING, logger="app.conversation.durability.idempotency"):
             async with _busy_event_loop():
                 with pytest.raises(IdempotencyUnavailable):
                     await store.claim(

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from app.graph.budget import SYSTEM_PROMPT, BudgetSettings, build_context, token_budget
+from app.conversation.pipeline.budget import (
+    SYSTEM_PROMPT,
+    BudgetSettings,
+    build_context,
+    token_budget,
+)
+from app.conversation.turn.types import HistoryTurn, PassageData
 from app.llm.tokens import count_tokens
-from app.turns.types import HistoryTurn, PassageData
 
 DEFAULT = BudgetSettings(base=3500, per_result=500, cap=8000)
 

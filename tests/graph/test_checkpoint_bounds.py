@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.graph.checkpointer import CURRENT_TENANT
+from app.conversation.checkpoints.checkpointer import CURRENT_TENANT
 from app.limits.limiter import Limits
 from app.models import ChatSession
 from tests.chat_helpers import ask, owner_connection

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.conversation.checkpoints.checkpointer import CURRENT_TENANT, TenantScopedSaver, create_pool
 from app.core.database_urls import resolve_database_urls
-from app.graph.checkpointer import CURRENT_TENANT, TenantScopedSaver, create_pool
 from tests.chat_helpers import ask, wait_for_checkpoints
 from tests.factories import make_chatter
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from app.graph.citations import check_citations
-from app.turns.types import SourceRef
+from app.conversation.pipeline.citations import check_citations
+from app.conversation.turn.types import SourceRef
 
 
 def source(n: int) -> SourceRef:

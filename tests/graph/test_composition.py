@@ -6,8 +6,12 @@ from typing import cast
 
 import pytest
 
-from app.graph.composition import CompositionGuess, classify_query, refine_with_results
-from app.graph.state import Composition
+from app.conversation.pipeline.composition import (
+    CompositionGuess,
+    classify_query,
+    refine_with_results,
+)
+from app.conversation.pipeline.state import Composition
 
 # (query, active attachments, knowledge base has documents, expected composition)
 BEFORE_RETRIEVAL = [

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.text import content_words
-from app.graph.followups import (
+from app.conversation.pipeline.followups import (
     is_follow_up,
     is_return,
     keep_user_words,
@@ -13,7 +12,8 @@ from app.graph.followups import (
     returns_to,
     rewrite_by_rules,
 )
-from app.turns.types import HistoryTurn
+from app.conversation.turn.types import HistoryTurn
+from app.core.text import content_words
 
 
 def turn(query: str, answer: str) -> HistoryTurn:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.graph.nodes.load_history import merge_client_history, split_window
-from app.turns.types import ChatMessage, HistoryTurn
+from app.conversation.pipeline.nodes.load_history import merge_client_history, split_window
+from app.conversation.turn.types import ChatMessage, HistoryTurn
 
 
 def turns(first: int, last: int) -> list[HistoryTurn]:

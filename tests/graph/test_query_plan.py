@@ -1,9 +1,9 @@
-"""The turn's queries and their weights (app/graph/query_plan.py), and their fusion
+"""The turn's queries and their weights (app/conversation/pipeline/query_plan.py), and their fusion
 (app/retrieval/multi_query.py), on hand-made rankings."""
 
 from __future__ import annotations
 
-from app.graph.query_plan import (
+from app.conversation.pipeline.query_plan import (
     WEIGHTING,
     cited_weight,
     depends_on_history,
@@ -13,10 +13,10 @@ from app.graph.query_plan import (
     relatedness,
     thread,
 )
+from app.conversation.turn.types import HistoryTurn
 from app.retrieval.base import Hit, Passage
 from app.retrieval.fusion import fuse
 from app.retrieval.multi_query import CITED, fuse_queries
-from app.turns.types import HistoryTurn
 
 LEGS = {"dense": 1.0, "lexical": 1.0}
 

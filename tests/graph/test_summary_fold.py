@@ -8,11 +8,11 @@ import re
 
 from langchain_core.messages import BaseMessage
 
-from app.graph.summary import OMITTED, appended, fold_by_rules
-from app.graph.summary_job import fold
+from app.conversation.pipeline.summary import OMITTED, appended, fold_by_rules
+from app.conversation.pipeline.summary_job import fold
+from app.conversation.turn.types import HistoryTurn
 from app.llm.responder import ChatModelResponder
 from app.llm.tokens import count_tokens
-from app.turns.types import HistoryTurn
 from tests.fakes import ScriptedChatModel
 
 CAP = 200

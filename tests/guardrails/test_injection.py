@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
+from app.conversation.pipeline.budget import SYSTEM_PROMPT, BudgetSettings, build_context
+from app.conversation.pipeline.source_framing import CLOSE, OPEN
+from app.conversation.turn.types import PassageData
 from app.embeddings.hashing import HashingEmbedder
-from app.graph.budget import SYSTEM_PROMPT, BudgetSettings, build_context
-from app.graph.source_framing import CLOSE, OPEN
 from app.guardrails.injection import SemanticCheck, load_phrases, orders_to_ignore
 from app.guardrails.input_checks import check_input
 from app.guardrails.normalise import fold, letters
 from app.guardrails.output_checks import SAFE_FALLBACK, check_output
 from app.guardrails.policy import resolve
-from app.turns.types import PassageData
 
 DEFAULTS = resolve(Settings(), {}, 0)
 DATA = Path(__file__).resolve().parents[1] / "data" / "injection"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from app.config import Settings
+from app.conversation.turn.types import SourceRef
 from app.guardrails.grounding import check_grounding
 from app.guardrails.input_checks import check_input
 from app.guardrails.output_checks import SAFE_FALLBACK, check_output
 from app.guardrails.policy import resolve
 from app.guardrails.triage_rules import on_topic, smalltalk_intent
-from app.turns.types import SourceRef
 
 DEFAULTS = resolve(Settings(), {}, 0)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.conversation.turn.types import SourceRef
 from app.llm.responder import EXTRACTIVE_NOTICE, NO_SOURCES, ExtractiveResponder
-from app.turns.types import SourceRef
 
 
 def source(n: int, text: str) -> SourceRef:

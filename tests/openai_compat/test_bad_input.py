@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from app.chat.schemas import MAX_MESSAGE_CHARS
+from app.conversation.turn.schemas import MAX_MESSAGE_CHARS
 from tests.factories import DEFAULT_PASSWORD
 from tests.openai_compat.world import World
 

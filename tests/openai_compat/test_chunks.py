@@ -1,5 +1,5 @@
 """The translation of a native event stream into OpenAI chunks, on events as
-app/chat/streaming/sse.py encodes them: tokens of any text, heartbeats, an error, an answer
+app/conversation/streaming/sse.py encodes them: tokens of any text, heartbeats, an error, an answer
 the output checks changed after it was streamed."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.chat.streaming.sse import HEARTBEAT, format_event, retry_hint
+from app.conversation.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.openai_compat.chunks import completion_chunks
 
 TURN = uuid.uuid4()

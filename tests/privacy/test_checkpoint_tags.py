@@ -8,8 +8,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.checkpoints.repository import sweep_orphans
 from app.core.db import scope_to_tenant
-from app.privacy.repository.checkpoints import sweep_orphans
 from tests.factories import make_session, make_tenant, make_user
 
 _INSERT = text(

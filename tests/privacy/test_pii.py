@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.privacy.pii import anonymize
+from app.pii.detect import anonymize
 
 CASES = [
     ("write to anna.bianchi@example.org", "write to [EMAIL]", "EMAIL"),

@@ -1,2 +1,1 @@
-"""SQL of the privacy domain: erasure of a user's rows, the export's queries, and LangGraph's
-checkpoint tables (pruned by erasure, retention and the orphan sweep)."""
+"""SQL of the privacy domain: erasure of a user's rows and the export's queries."""

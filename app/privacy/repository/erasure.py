@@ -1,4 +1,5 @@
-"""SQL for erasing one user of a tenant: each step of the erasure flow is one statement here."""
+"""SQL for erasing one user of a tenant: each step of the erasure flow is one statement, here
+or, for the user's sessions and turns, in the conversation's stores."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.repository import TurnRepository
+from app.conversation.repository.sessions import SessionRepository
 from app.models import (
     Attachment,
     AttachmentChunk,
     AuditLog,
-    ChatSession,
     KbDocument,
-    QueryHistory,
     SessionAttachment,
     User,
 )
@@ -58,27 +59,15 @@ class ErasureRepository:
 
     async def session_ids(self, user_id: uuid.UUID) -> list[uuid.UUID]:
         """The user's chat sessions."""
-        found = await self.db.execute(
-            select(ChatSession.id).where(
-                ChatSession.tenant_id == self.tenant_id, ChatSession.user_id == user_id
-            )
-        )
-        return list(found.scalars())
-
-    def _pending(self, user_id: uuid.UUID) -> Select[uuid.UUID]:
-        return select(QueryHistory.id).where(
-            QueryHistory.tenant_id == self.tenant_id,
-            QueryHistory.user_id == user_id,
-            QueryHistory.status == "pending",
-        )
+        return await SessionRepository(self.db, self.tenant_id).session_ids_of(user_id)
 
     async def pending_turn_ids(self, user_id: uuid.UUID) -> list[uuid.UUID]:
         """The user's turns still running (or whose process died)."""
-        return list((await self.db.execute(self._pending(user_id))).scalars())
+        return await TurnRepository(self.db, self.tenant_id).pending_ids_of(user_id)
 
     async def has_pending_turn(self, user_id: uuid.UUID) -> bool:
         """Whether any turn of the user's is still pending."""
-        return (await self.db.execute(self._pending(user_id).limit(1))).first() is not None
+        return await TurnRepository(self.db, self.tenant_id).has_pending_of(user_id)
 
     async def erased_before(self, user_id: uuid.UUID) -> bool:
         """Whether the audit log says this tenant erased the user."""
@@ -91,12 +80,7 @@ class ErasureRepository:
 
     async def delete_turns(self, user_id: uuid.UUID) -> list[str]:
         """Delete the user's turns; their ids."""
-        deleted = await self.db.execute(
-            delete(QueryHistory)
-            .where(QueryHistory.tenant_id == self.tenant_id, QueryHistory.user_id == user_id)
-            .returning(QueryHistory.id)
-        )
-        return [str(t) for t in deleted.scalars()]
+        return await TurnRepository(self.db, self.tenant_id).delete_of(user_id)
 
     def _attachment_ids(self, user_id: uuid.UUID) -> Select[uuid.UUID]:
         return select(Attachment.id).where(
@@ -137,13 +121,7 @@ class ErasureRepository:
 
     async def delete_sessions(self, user_id: uuid.UUID) -> int:
         """Delete the user's chat sessions; how many."""
-        return _rows(
-            await self.db.execute(
-                delete(ChatSession).where(
-                    ChatSession.tenant_id == self.tenant_id, ChatSession.user_id == user_id
-                )
-            )
-        )
+        return await SessionRepository(self.db, self.tenant_id).delete_of(user_id)
 
     async def forget_document_authorship(self, user_id: uuid.UUID) -> None:
         """Knowledge-base documents the user added stay (the tenant's), without their name."""

@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import Select, false, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.repository.sessions import exported_sessions, user_session_ids
+from app.conversation.repository.turns import exported_turns
 from app.models import (
     ApiKey,
     Attachment,
     AuditLog,
-    ChatSession,
     KbDocument,
-    QueryHistory,
     RefreshTokenFamily,
     SessionAttachment,
     User,
@@ -37,38 +37,8 @@ def sections(
     if only_key is not None:
         actions &= false()
     return [
-        (
-            "sessions",
-            select(
-                ChatSession.id,
-                ChatSession.title,
-                ChatSession.summary,
-                ChatSession.summarized_turns,
-                ChatSession.created_at,
-                ChatSession.updated_at,
-            ).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id),
-            ("created_at", "id"),
-        ),
-        (
-            "turns",
-            select(
-                QueryHistory.id,
-                QueryHistory.session_id,
-                QueryHistory.user_query,
-                QueryHistory.answer,
-                QueryHistory.status,
-                QueryHistory.query_composition,
-                QueryHistory.context_metadata,
-                QueryHistory.attachment_ids,
-                QueryHistory.model,
-                QueryHistory.prompt_tokens,
-                QueryHistory.completion_tokens,
-                QueryHistory.latency_ms,
-                QueryHistory.created_at,
-                QueryHistory.completed_at,
-            ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id),
-            ("created_at", "id"),
-        ),
+        ("sessions", exported_sessions(tenant_id, user_id), ("created_at", "id")),
+        ("turns", exported_turns(tenant_id, user_id), ("created_at", "id")),
         (
             "attachments",
             select(
@@ -91,13 +61,10 @@ def sections(
                 SessionAttachment.session_id,
                 SessionAttachment.attachment_id,
                 SessionAttachment.created_at,
-            )
-            .join(
-                ChatSession,
-                (ChatSession.tenant_id == SessionAttachment.tenant_id)
-                & (ChatSession.id == SessionAttachment.session_id),
-            )
-            .where(SessionAttachment.tenant_id == tenant_id, ChatSession.user_id == user_id),
+            ).where(
+                SessionAttachment.tenant_id == tenant_id,
+                SessionAttachment.session_id.in_(user_session_ids(tenant_id, user_id)),
+            ),
             ("created_at", "session_id", "attachment_id"),
         ),
         (

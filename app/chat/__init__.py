@@ -1,1 +1,0 @@
-"""The chat turn's HTTP face: /chat and /chat/stream."""

@@ -1,0 +1,1 @@
+"""LangGraph's checkpoints: the tenant-scoped saver and its bounded storage."""

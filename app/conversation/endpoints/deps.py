@@ -1,0 +1,25 @@
+"""The chat endpoints' dependency: the chat service, built from the application's resources
+(read as typed locals: endpoint modules never import the composition root)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.config import Settings
+from app.conversation.durability.guards import ChatGuards
+from app.conversation.pipeline.runner import TurnRunner
+from app.conversation.service.chat import ChatService
+
+
+async def get_chat_service(request: Request) -> ChatService:
+    """The chat service over this application's settings, guards and runner."""
+    resources = request.app.state.resources
+    settings: Settings = resources.settings
+    guards: ChatGuards = resources.guards
+    runner: TurnRunner = resources.runner
+    return ChatService(settings, guards, runner)
+
+
+ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]

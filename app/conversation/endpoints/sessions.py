@@ -1,0 +1,90 @@
+"""/sessions: a user's chat sessions (create, list, read, rename, delete) and their turns."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from app.auth.principal import CurrentPrincipal
+from app.conversation.endpoints.session_deps import HistoryDep
+from app.conversation.endpoints.session_schemas import (
+    CreateSessionRequest,
+    SessionPage,
+    SessionResponse,
+    TurnPage,
+    TurnResponse,
+    UpdateSessionRequest,
+)
+from app.conversation.service import sessions as service
+from app.core.deps import DbSession
+from app.core.errors import error_responses
+
+router = APIRouter(prefix="/sessions", tags=["sessions"])
+
+Limit = Annotated[int, Query(ge=1, le=100, description="Page size")]
+CursorParam = Annotated[str | None, Query(max_length=200, description="From `next_cursor`")]
+
+
+@router.post("", response_model=SessionResponse, status_code=status.HTTP_201_CREATED)
+async def create_session(
+    principal: CurrentPrincipal, db: DbSession, body: CreateSessionRequest | None = None
+) -> SessionResponse:
+    """Start a chat session for the caller."""
+    chat = await service.create(db, principal, body.title if body else None)
+    return SessionResponse.model_validate(chat)
+
+
+@router.get("", response_model=SessionPage, responses=error_responses(400))
+async def list_sessions(
+    principal: CurrentPrincipal, db: DbSession, limit: Limit = 20, cursor: CursorParam = None
+) -> SessionPage:
+    """The caller's sessions, newest first."""
+    items, next_cursor = await service.list_page(db, principal, limit=limit, cursor=cursor)
+    return SessionPage(
+        items=[SessionResponse.model_validate(s) for s in items], next_cursor=next_cursor
+    )
+
+
+@router.get("/{session_id}", response_model=SessionResponse)
+async def read_session(
+    session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
+) -> SessionResponse:
+    """One of the caller's sessions."""
+    return SessionResponse.model_validate(await service.get_owned(db, principal, session_id))
+
+
+@router.patch("/{session_id}", response_model=SessionResponse)
+async def rename_session(
+    session_id: uuid.UUID,
+    body: UpdateSessionRequest,
+    principal: CurrentPrincipal,
+    db: DbSession,
+) -> SessionResponse:
+    """Retitle one of the caller's sessions."""
+    chat = await service.rename(db, principal, session_id, body.title)
+    return SessionResponse.model_validate(chat)
+
+
+@router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_session(
+    session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession, history: HistoryDep
+) -> None:
+    """Delete the session with its turns, attachment links, checkpoints and cached history."""
+    await service.delete(db, history, principal, session_id)
+
+
+@router.get("/{session_id}/turns", response_model=TurnPage, responses=error_responses(400))
+async def list_turns(
+    session_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    db: DbSession,
+    limit: Limit = 20,
+    cursor: CursorParam = None,
+) -> TurnPage:
+    """The session's turns, newest first."""
+    items, next_cursor = await service.turns_page(
+        db, principal, session_id, limit=limit, cursor=cursor
+    )
+    return TurnPage(items=[TurnResponse.model_validate(t) for t in items], next_cursor=next_cursor)

@@ -1,0 +1,118 @@
+"""retrieve: tenant-scoped search of the knowledge base and the session's attachments, with
+every query the turn planned (the raw question; with history, the history query, the model's
+rewrite and the documents the previous answer cited) fused as one search (ADR 0034); the
+composition is corrected by what was found."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.runtime import Runtime
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
+from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.repository import TurnRepository
+from app.conversation.turn.types import HistoryTurn, PassageData
+from app.retrieval.base import Passage
+from app.retrieval.multi_query import CITED, WeightedQuery
+
+_CITATION = re.compile(r"\[(\d+)(?:\s*,\s*\d+)*\]")
+_NUMBER = re.compile(r"\d+")
+
+
+def cited_chunks(answer: str, sources: Sequence[Any]) -> list[str]:
+    """The chunk ids an answer cited (`[n]` is the n-th source of its prompt); all of its
+    sources when it cited none."""
+    ids = [s["id"] for s in sources if isinstance(s, dict) and isinstance(s.get("id"), str)]
+    numbers = [int(n) for m in _CITATION.finditer(answer) for n in _NUMBER.findall(m.group(0))]
+    cited = [ids[n - 1] for n in dict.fromkeys(numbers) if 0 < n <= len(ids)]
+    return cited or ids
+
+
+async def _previous_citations(
+    db: AsyncSession, state: TurnState, history: Sequence[HistoryTurn]
+) -> list[str]:
+    """The chunks the previous stored turn's answer cited (a client-sent turn has none)."""
+    if not history or history[-1]["status"] == "client":
+        return []
+    ids = turn_ids(state)
+    sources = await TurnRepository(db, ids.tenant).prompt_sources(
+        ids.session, uuid.UUID(history[-1]["turn_id"])
+    )
+    return cited_chunks(history[-1]["answer"], sources)
+
+
+def _passage(p: Passage) -> PassageData:
+    return PassageData(
+        id=p.id, kind=p.kind, source_id=p.source_id, title=p.title, text=p.text, score=p.score
+    )
+
+
+async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Hybrid retrieval of the passages for the turn's planned queries."""
+    ctx = runtime.context
+    guess = CompositionGuess(
+        state["query_composition"],
+        state["composition_confidence"],
+        state["context_metadata"].get("classification", {}).get("reason", ""),
+    )
+    plan = state["retrieval_plan"]
+    queries = [WeightedQuery(**q) for q in plan.get("queries", [])] or [
+        WeightedQuery("question", state["query"], 1.0)
+    ]
+    queries = [q for q in queries if q.weight > 0]
+    passages: list[PassageData] = []
+    manifest: dict[str, Any] = {}
+    if guess.composition != "chat" or state["is_follow_up"]:
+        tenant = turn_ids(state).tenant
+        attachments = [uuid.UUID(a) for a in state["active_attachment_ids"]]
+        k = ctx.settings.retrieval_k
+        if len(queries) == 1:  # no conversation: exactly the single search of before
+            async with ctx.transaction(tenant) as db:
+                found = await ctx.retriever.search(
+                    db, tenant, queries[0].text, attachment_ids=attachments, k=k
+                )
+            passages = [_passage(p) for p in found]
+            contributions = {p["id"]: [queries[0].name] for p in passages}
+            cited: list[str] = []
+            weight = 0.0
+        else:
+            weight = float(plan.get("cited_weight", 0.0))
+            cited = []
+
+            async def previous_citations(db: AsyncSession) -> list[str]:
+                cited.extend(await _previous_citations(db, state, state["history"]))
+                return cited
+
+            result = await ctx.retriever.search_queries(
+                lambda: ctx.transaction(tenant),
+                tenant,
+                queries,
+                attachment_ids=attachments,
+                k=k,
+                cited=previous_citations,
+                cited_weight=weight,
+            )
+            passages = [_passage(h.passage) for h in result.hits]
+            contributions = result.contributions
+        manifest = {
+            "retrieval": {
+                "queries": [{"name": q.name, "text": q.text, "weight": q.weight} for q in queries]
+                + ([{"name": CITED, "chunks": cited, "weight": weight}] if cited else []),
+                "contributions": contributions,
+            }
+        }
+    refined = refine_with_results(guess, (p["kind"] for p in passages))
+    update: dict[str, Any] = {
+        "passages": passages,
+        "query_composition": refined.composition,
+        "composition_confidence": refined.confidence,
+    }
+    if manifest:
+        update["context_metadata"] = manifest
+    return update

@@ -1,0 +1,341 @@
+"""Runs one turn through the graph and turns its progress into events.
+
+Events, in order: `meta` (after retrieval: session, turn, composition), `token`…, `sources`,
+`done`; or `error` at any point. A cancelled run (the client went away) stores the turn
+`incomplete` with its partial answer; a failed one stores it `failed`. Either way the model
+call is cancelled with the run: no token is generated after that, and the partial answer goes
+through the same output checks as a complete one before it is stored (or returned by a
+stopped stream's `done`).
+
+Over 300 lines because a turn's three endings (complete, cancelled, failed) and the
+checks of a partial answer belong to one lifecycle; splitting them would scatter it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Overwrite, StreamMode
+
+from app.conversation.checkpoints.checkpointer import CURRENT_TENANT
+from app.conversation.pipeline.answer_check import check_answer
+from app.conversation.pipeline.build import NODE_TIMINGS, TurnGraph
+from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.state import initial_state, public_triage
+from app.conversation.repository import TurnRepository
+from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
+from app.conversation.turn.schemas import public_source
+from app.conversation.turn.types import ChatMessage
+from app.core.db_outage import is_db_unavailable, retry_through_outage
+from app.core.errors import AppError, ServiceUnavailable
+from app.limits.limiter import Reservation
+from app.llm.tokens import count_tokens
+from app.observability.tracing import Tracing
+from app.pii.detect import anonymize
+
+logger = logging.getLogger(__name__)
+
+# Finishing writes that must survive the cancellation of the request that started them.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+async def drain_background(wait_seconds: float = 10.0) -> None:
+    """Wait (bounded) for the writes that finish cancelled or failed turns: at shutdown."""
+    if _BACKGROUND:
+        await asyncio.wait(list(_BACKGROUND), timeout=wait_seconds)
+
+
+@dataclass
+class TurnSpend:
+    """What a turn has cost before it is done, for the quota of a run that does not finish."""
+
+    prompt_tokens: int = 0
+    """The answer prompt's tokens, counted once it is built (before the model is called)."""
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """An admitted turn, ready to run: who, where, what was asked."""
+
+    tenant_id: uuid.UUID
+    user_id: uuid.UUID
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    messages: list[ChatMessage]
+    attachment_ids: list[uuid.UUID]
+    session_attachment_ids: list[uuid.UUID]
+    """The attachments already active in the session when the turn was admitted."""
+    stored_query: str
+    """The user's message as stored (anonymised when configured)."""
+    finished_turns: int = -1
+    """The session's finished turns at admission (-1: not counted)."""
+    started_at: float = field(default_factory=time.time)
+    ending: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
+    `validation`, for the stopped stream's `done` event."""
+    spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
+    reservation: Reservation | None = None
+    """The tokens held against the quotas at admission, settled when the turn ends (None:
+    admitted while Redis was down)."""
+
+
+@dataclass
+class _Progress:
+    partial: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    node_ms: dict[str, float] = field(default_factory=dict)
+    """Time inside each node; the rest of a turn is the framework and the checkpointer."""
+    meta_sent: bool = False
+
+
+META_AFTER = frozenset({"retrieve", "build_context"})
+
+
+def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """context_metadata as the client sees it: without the audit-only part (an answer the
+    output guardrail altered, as it was)."""
+    return {k: v for k, v in metadata.items() if k != "audit"}
+
+
+def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sources as the client sees them: snippets, rounded scores, whether cited."""
+    from app.core.text import snippet
+
+    cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
+    sources = state.get("sources", [])
+    return [public_source({**s, "snippet": snippet(s["text"])}, cited) for s in sources]
+
+
+class TurnRunner:
+    """Runs turns through the compiled graph and turns their progress into events."""
+
+    def __init__(
+        self, graph: TurnGraph, context: TurnContext, tracing: Tracing | None = None
+    ) -> None:
+        self.graph = graph
+        self.context = context
+        self.tracing = tracing
+
+    async def run(
+        self, turn: PreparedTurn, *, stream_tokens: bool = True
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn's events; without `stream_tokens` the answer arrives whole (no `token`
+        events, and a cancelled run has no partial answer)."""
+        progress = _Progress()
+        state = initial_state(
+            tenant_id=str(turn.tenant_id),
+            user_id=str(turn.user_id),
+            session_id=str(turn.session_id),
+            turn_id=str(turn.turn_id),
+            messages=turn.messages,
+            attachment_ids=[str(a) for a in turn.attachment_ids],
+            session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
+            stored_query=turn.stored_query,
+            finished_turns=turn.finished_turns,
+            started_at=turn.started_at,
+            stream_tokens=stream_tokens,
+        )
+        # thread_id is the session id, always: one checkpoint thread per conversation.
+        config: RunnableConfig = {"configurable": {"thread_id": str(turn.session_id)}}
+        if self.tracing is not None:
+            config |= self.tracing.config_for(
+                str(turn.tenant_id), str(turn.session_id), str(turn.user_id)
+            )
+        # Token events travel in LangGraph's custom stream; without tokens to stream, that
+        # mode's per-task plumbing is not set up at all.
+        modes: list[StreamMode] = ["updates", "custom"] if stream_tokens else ["updates"]
+        # Set for the tasks this run creates (they copy the context); not reset with tokens:
+        # an async generator may be finalised in another context.
+        CURRENT_TENANT.set(str(turn.tenant_id))
+        NODE_TIMINGS.set(progress.node_ms)
+        stored = False  # set once `done` went out: later failures do not un-store the turn
+        try:
+            async for item in self.graph.astream(
+                state,
+                config,
+                context=self.context,
+                stream_mode=modes,
+                durability="exit",
+            ):
+                mode, chunk = cast(tuple[str, Any], item)  # (mode, payload) with several modes
+                if mode == "custom":
+                    progress.partial.append(chunk["token"])
+                    yield TurnEvent("token", {"text": chunk["token"]})
+                    continue
+                for node, update in chunk.items():
+                    _apply(progress.state, update or {})
+                    if (update or {}).get("prompt"):
+                        turn.spend.prompt_tokens = sum(
+                            count_tokens(m["content"]) for m in update["prompt"]
+                        )
+                    event = self._event_after(node, turn, progress)
+                    if event is not None:
+                        stored = stored or event.name == "done"
+                        yield event
+        except asyncio.CancelledError:
+            if not stored and "persist" not in progress.node_ms:  # else: stored complete
+                await self._finish_in_background(turn, "incomplete", progress)
+            raise
+        except Exception as exc:
+            if not stored and "persist" in progress.node_ms:
+                # persist committed the turn, and the graph failed after it (its checkpoint
+                # write) before persist's update came out: the answer stands.
+                stored = True
+                metadata = progress.state.setdefault("context_metadata", {})
+                metadata.setdefault("latency_ms", int((time.time() - turn.started_at) * 1000))
+                done = self._event_after("persist", turn, progress)
+                if done is not None:
+                    yield done
+            if stored:  # e.g. the final checkpoint write: the turn itself is complete
+                logger.warning("turn stored, but its checkpoint was not", exc_info=exc)
+                return
+            await self._finish_in_background(turn, "failed", progress, error=exc)
+            yield _error_event(exc)
+        finally:
+            NODE_TIMINGS.set(None)
+            CURRENT_TENANT.set(None)
+
+    def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
+        state = progress.state
+        # meta goes out once, before any token: after retrieval (both paths retrieve, ADR
+        # 0041); for an early answer as soon as triage decided on it.
+        early = node == "triage" and state["triage"]["skip_llm"]
+        if (node in META_AFTER or early) and not progress.meta_sent:
+            progress.meta_sent = True
+            return TurnEvent(
+                "meta",
+                {
+                    "session_id": str(turn.session_id),
+                    "turn_id": str(turn.turn_id),
+                    "query_composition": state.get("query_composition", "chat"),
+                },
+            )
+        if node in ("validate_output", "answer_early"):
+            return TurnEvent("sources", {"sources": public_sources(state)})
+        if node == "persist":
+            metadata = public_metadata(state["context_metadata"])
+            return DoneEvent(
+                turn_id=turn.turn_id,
+                session_id=turn.session_id,
+                status="complete",
+                answer=state["answer"],
+                query_composition=state["query_composition"],
+                usage=state["usage"],
+                context_metadata=metadata,
+                extras=DoneExtras(
+                    model=state["model"],
+                    latency_ms=metadata.get("latency_ms"),
+                    node_ms=progress.node_ms,
+                    turn_ms=round((time.time() - turn.started_at) * 1000, 3),
+                ),
+            ).event()
+        return None
+
+    async def _finish_in_background(
+        self,
+        turn: PreparedTurn,
+        status: str,
+        progress: _Progress,
+        error: BaseException | None = None,
+    ) -> None:
+        # Without streamed tokens (`/chat`) the partial answer is what generate produced, if
+        # it finished.
+        partial = "".join(progress.partial) or progress.state.get("answer", "")
+        ending = self._check_partial(partial, progress.state)
+        turn.ending.update(ending)
+        task = asyncio.create_task(self._finish(turn, status, ending, error))
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+        with contextlib.suppress(asyncio.CancelledError):  # the task goes on regardless
+            await asyncio.shield(task)
+
+    def _check_partial(self, partial: str, state: dict[str, Any]) -> dict[str, Any]:
+        """The partial answer through the output checks (incomplete turns are history too);
+        with the triage and validation records as a complete turn has them."""
+        checked = check_answer(
+            partial, state.get("query", ""), state.get("sources", []), self.context.settings
+        )
+        # With no issue found it is kept as streamed (the checks also trim surrounding space).
+        altered = bool(checked.validation["output_guardrail"]["issues"])
+        answer = checked.text if altered else partial
+        ending: dict[str, Any] = {"answer": answer, "validation": checked.validation}
+        if "triage" in state:
+            ending["triage"] = public_triage(state["triage"])
+        if altered and checked.audit is not None:
+            ending["audit"] = checked.audit
+        return ending
+
+    async def _finish(
+        self, turn: PreparedTurn, status: str, ending: dict[str, Any], error: BaseException | None
+    ) -> None:
+        """Mark a turn that did not complete, keeping what was generated (checked)."""
+        ctx = self.context
+        partial = ending["answer"]
+        answer = anonymize(partial).text if ctx.settings.pii_anonymize else partial
+        metadata: dict[str, Any] = {
+            "latency_ms": int((time.time() - turn.started_at) * 1000),
+            **{k: v for k, v in ending.items() if k != "answer"},
+        }
+        if error is not None:
+            metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
+
+        async def write() -> None:
+            async with ctx.transaction(turn.tenant_id) as db:
+                await TurnRepository(db, turn.tenant_id).finish_unfinished(
+                    turn.turn_id, status=status, answer=answer, context_metadata=metadata
+                )
+
+        try:
+            # Through a database outage too: else the turn stays pending until its lease ends.
+            budget = ctx.settings.db_write_retry_seconds
+            await retry_through_outage(write, budget_seconds=budget, what="finish turn")
+            async with ctx.transaction(turn.tenant_id) as db:
+                await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
+        except Exception:
+            logger.exception("could not record the end of turn", extra={"turn": str(turn.turn_id)})
+
+
+def _apply(state: dict[str, Any], update: dict[str, Any]) -> None:
+    """A node's update, as the turn's outcome sees it: its context_metadata merged in (also
+    persist's, which replaces the checkpoint's copy but adds to what the client is told)."""
+    metadata = update.get("context_metadata")
+    if isinstance(metadata, Overwrite):
+        metadata = metadata.value
+    before = state.get("context_metadata", {})
+    state.update(update)
+    if metadata is not None:
+        state["context_metadata"] = {**before, **metadata}
+
+
+def _error_code(error: BaseException) -> str:
+    if isinstance(error, AppError):
+        return error.code
+    return "database_unavailable" if is_db_unavailable(error) else "generation_failed"
+
+
+def _error_event(error: Exception) -> TurnEvent:
+    if is_db_unavailable(error):  # e.g. history or the checkpoint could not be read
+        logger.warning("turn failed: database unavailable", exc_info=error)
+        error = ServiceUnavailable(
+            "The database is unavailable; the turn was not answered. Retry shortly.",
+            code="database_unavailable",
+        )
+    if isinstance(error, AppError):
+        return TurnEvent("error", {"code": error.code, "message": error.message}, error.status_code)
+    logger.error("turn failed", exc_info=error)
+    return TurnEvent(
+        "error",
+        {
+            "code": "generation_failed",
+            "message": "The answer could not be generated; the turn was recorded as failed.",
+        },
+        502,
+    )

@@ -1,0 +1,261 @@
+"""A chat turn's lifecycle behind the endpoints: the idempotency claim, admission, the run,
+the replay of a retried request (app/conversation/durability/replay.py), resume and stop.
+
+The service owns its transactions: each step that reads or writes the database (the claim's
+check that a replayed turn still exists, admission, the stop's look-up) runs in a short
+transaction of its own, committed when the step ends. No pooled connection is held while a
+turn runs or while a retry waits for the first request's answer: the pipeline uses its own
+transactions too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from app.auth.principal import Principal
+from app.config import Settings
+from app.conversation.durability.guards import ChatGuards
+from app.conversation.durability.idempotency import Claim, IdempotencyStore, fingerprint
+from app.conversation.durability.leases import TurnLeases
+from app.conversation.durability.replay import RetryReplay
+from app.conversation.pipeline.runner import PreparedTurn, TurnRunner
+from app.conversation.repository import TurnRepository
+from app.conversation.service import admission
+from app.conversation.service.admission import Opening
+from app.conversation.streaming.resume import Settle, check_resumable, resumed_stream
+from app.conversation.streaming.run import Finisher, event_stream
+from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
+from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
+from app.embeddings.base import prefetch
+from app.limits.limiter import Reservation
+from app.observability import metrics
+
+
+@dataclass(frozen=True)
+class StartedStream:
+    """A stream to send: its turn (for the `X-Turn-Id` header) and its encoded events."""
+
+    turn_id: uuid.UUID
+    events: AsyncIterator[bytes]
+
+
+class ChatService:
+    """The chat endpoints' one entry point each: `answer`, `stream`, `resume`, `stop`."""
+
+    def __init__(self, settings: Settings, guards: ChatGuards, runner: TurnRunner) -> None:
+        self.settings = settings
+        self.guards = guards
+        self.runner = runner
+        self.replay = RetryReplay(settings, guards, runner.context)
+
+    async def answer(
+        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+    ) -> ChatResponse:
+        """One turn, answered once complete (or the first answer, for a retry with `key`)."""
+        turn_id = uuid.uuid4()
+        claim = await self._claim(principal, key, "/chat", body, turn_id)
+        if claim is not None and not claim.won:
+            # A retry may wait a whole model call for the first answer: it holds no pooled
+            # connection meanwhile, or a burst of retries starves the pool.
+            return await self.replay.answer(principal, claim)
+        turn = await self._admit(principal, body, claim, turn_id, opening)
+        run = self.guards.streams.start(
+            turn,
+            self.runner.run(turn, stream_tokens=False),
+            buffered=False,
+            finishers=self._finishers(claim),
+        )
+        done: dict[str, Any] | None = None
+        sources: list[dict[str, Any]] = []
+        try:
+            while done is None and (item := await run.next()) is not None:
+                _, event = item
+                if event.name == "error":
+                    raise AppError.of(event.status_code, event.data["code"], event.data["message"])
+                if event.name == "sources":
+                    sources = event.data["sources"]
+                if event.name == "done":
+                    done = event.data
+        finally:
+            if not run.finished:
+                run.cancel()  # the client went away
+        if done is None:
+            raise AppError("The turn ended without an answer.")
+        # The quota and the idempotency record are written before the answer leaves, so the
+        # client's next request sees them; the graph's checkpoint write goes on meanwhile, as
+        # it does after a stream's `done`.
+        await asyncio.shield(run.settled())
+        answer = chat_answer(turn.session_id, turn.turn_id, done, sources)
+        return ChatResponse.model_validate(answer)
+
+    async def stream(
+        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+    ) -> StartedStream:
+        """One turn, as Server-Sent Events (or the first request's, for a retry with `key`).
+        Admission errors raise here, before the stream starts; later ones are `error` events."""
+        turn_id = uuid.uuid4()
+        claim = await self._claim(principal, key, "/chat/stream", body, turn_id)
+        if claim is not None and not claim.won:
+            metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
+            stored = await self.replay.join(principal, claim)
+            if stored is not None:
+                return StartedStream(claim.turn_id, stored)
+            await self.guards.follows.admit(principal.user_id, claim.turn_id)
+            return StartedStream(claim.turn_id, self._follow(principal, claim.turn_id, 0))
+        turn = await self._admit(principal, body, claim, turn_id, opening)
+        run = self.guards.streams.start(
+            turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
+        )
+        metrics.STREAMS_STARTED.labels(kind="new").inc()
+        settings = self.settings
+        events = event_stream(
+            run,
+            settings.sse_heartbeat_seconds,
+            settings.sse_resume_grace_seconds,
+            settings.sse_retry_ms,
+        )
+        return StartedStream(turn.turn_id, _counted(events))
+
+    async def resume(
+        self, principal: Principal, turn_id: uuid.UUID, after: int
+    ) -> AsyncIterator[bytes]:
+        """The caller's stream after event `after`, then its live rest (404 when the stream
+        is not the caller's or no longer buffered)."""
+        await check_resumable(self.guards.streams, principal, turn_id)
+        await self.guards.follows.admit(principal.user_id, turn_id)
+        metrics.STREAMS_STARTED.labels(kind="resumed").inc()
+        return self._follow(principal, turn_id, after)
+
+    async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
+        """Stop a running turn wherever it runs (`stopping`), or finish it here when the
+        process running it is gone (`stopped`)."""
+        async with self.runner.context.transaction(principal.tenant_id) as db:
+            turn = await TurnRepository(db, principal.tenant_id).get(turn_id)
+        if turn is None or turn.user_id != principal.user_id:
+            raise NotFound("Turn not found.")
+        if turn.status != "pending":
+            raise Conflict("The turn is not running.", code="turn_not_running")
+        hub = self.guards.streams
+        finisher = self._leases().finisher
+        # Not running here, and its owner stopped renewing the lease: nobody runs the turn.
+        if turn_id not in hub.runs and await finisher.finish(
+            principal.tenant_id, turn_id, reason="run_lost"
+        ):
+            return StopResponse(turn_id=turn_id, status="stopped")
+        try:
+            reached = await hub.stop(turn_id, turn.lease_owner)
+        except Exception:
+            raise ServiceUnavailable(
+                "The stop could not reach the process running this turn.", code="stop_unavailable"
+            ) from None
+        if reached:
+            return StopResponse(turn_id=turn_id, status="stopping")
+        # Its owner does not listen (it died): finish the turn now, whatever its lease says.
+        await finisher.finish(principal.tenant_id, turn_id, force=True, reason="run_lost")
+        return StopResponse(turn_id=turn_id, status="stopped")
+
+    async def _claim(
+        self,
+        principal: Principal,
+        key: str | None,
+        endpoint: str,
+        body: ChatRequest,
+        turn_id: uuid.UUID,
+    ) -> Claim | None:
+        """Claimed before anything is written: a retry that loses the claim leaves no row."""
+        if key is None:
+            return None
+        tenant_id = principal.tenant_id
+
+        async def turn_exists(claimed: uuid.UUID) -> bool:
+            # A stored answer is replayed only while its turn exists (not after the session's
+            # deletion or the user's erasure).
+            async with self.runner.context.transaction(tenant_id) as db:
+                return await TurnRepository(db, tenant_id).get(claimed) is not None
+
+        return await self.guards.idempotency.claim(
+            tenant_id, principal.user_id, key, fingerprint(endpoint, body), turn_id, turn_exists
+        )
+
+    async def _admit(
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        claim: Claim | None,
+        turn_id: uuid.UUID,
+        opening: Opening = None,
+    ) -> PreparedTurn:
+        """Rate limits and quotas (before the model is called), then the turn is recorded in
+        the admission's own transaction, committed before the run starts; a refused turn (or
+        any failure here) releases its idempotency claim."""
+        limiter = self.guards.limiter
+        tenant_id = principal.tenant_id
+        reservation: Reservation | None = None
+        try:
+            async with self.runner.context.transaction(tenant_id) as db:
+                limits = await limiter.limits_for(db, tenant_id)
+                # The turn's expected tokens are held from here: given back below if it is
+                # not admitted after all, settled to what it used when its run ends.
+                reservation = await limiter.admit(tenant_id, principal.user_id, limits)
+                # Admitted: embed the question while the turn is recorded (a refusal costs none).
+                prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
+                if opening is not None:
+                    await opening(db)
+                # The claim's key and fingerprint go with the turn: whoever finishes it if its
+                # process dies stores the answer under the key
+                # (app/conversation/durability/orphans.py).
+                reference = None if claim is None else IdempotencyStore.reference(claim)
+                turn = await admission.prepare_turn(
+                    db, principal, body, self.settings, turn_id, idempotency_key=reference
+                )
+                if claim is not None:  # last: a claim that lapsed meanwhile rolls this back
+                    await self.guards.idempotency.confirm(claim)
+            return replace(turn, reservation=reservation)
+        except BaseException:
+            await limiter.release(principal.user_id, reservation)
+            if claim is not None:
+                await self.guards.idempotency.release(claim)
+            raise
+
+    def _finishers(self, claim: Claim | None) -> tuple[Finisher, ...]:
+        guards = self.guards
+        if claim is None:
+            return (guards.account,)
+        return (guards.account, guards.idempotency.finisher(claim))
+
+    def _follow(self, principal: Principal, turn_id: uuid.UUID, after: int) -> AsyncIterator[bytes]:
+        """The turn's stream after `after`, counted, within the user's follow limits."""
+        settings = self.settings
+        events = resumed_stream(
+            self.guards.streams,
+            turn_id,
+            after,
+            heartbeat_seconds=settings.sse_heartbeat_seconds,
+            silence_limit_seconds=settings.llm_timeout_seconds + 30,
+            retry_ms=settings.sse_retry_ms,
+            settle=self._settler(principal, turn_id),
+            settle_every_seconds=settings.turn_lease_renew_seconds,
+        )
+        return _counted(self.guards.follows.bounded(principal.user_id, turn_id, events))
+
+    def _settler(self, principal: Principal, turn_id: uuid.UUID) -> Settle:
+        return partial(self._leases().settle, principal.tenant_id, turn_id)
+
+    def _leases(self) -> TurnLeases:
+        leases = self.guards.leases
+        assert leases is not None, "built in lifespan"
+        return leases
+
+
+async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    metrics.STREAMS_ACTIVE.inc()
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        metrics.STREAMS_ACTIVE.dec()

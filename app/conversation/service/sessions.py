@@ -1,0 +1,93 @@
+"""Session lifecycle for one principal. Another user's session is indistinguishable from none."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.principal import Principal
+from app.conversation.checkpoints.repository import delete_thread
+from app.conversation.repository import TurnRepository
+from app.conversation.repository.sessions import SessionRepository
+from app.core.errors import NotFound
+from app.core.pagination import Cursor, split_page
+from app.models import ChatSession, QueryHistory
+
+DEFAULT_TITLE = "New conversation"
+
+
+class CachedHistory(Protocol):
+    """The cache of a session's recent turns (the chat domain's history store)."""
+
+    async def drop(self, tenant_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        """Forget the session's cached turns."""
+
+
+def _repo(db: AsyncSession, principal: Principal) -> SessionRepository:
+    return SessionRepository(db, principal.tenant_id)
+
+
+async def get_owned(db: AsyncSession, principal: Principal, session_id: uuid.UUID) -> ChatSession:
+    """The caller's session; 404 when it is unknown or someone else's."""
+    found = await _repo(db, principal).owned(session_id, principal.user_id)
+    if found is None:
+        raise NotFound("No such session.", code="session_not_found")
+    return found
+
+
+async def create(db: AsyncSession, principal: Principal, title: str | None) -> ChatSession:
+    """Start a session for the caller (default title unless one is given)."""
+    chat = ChatSession(user_id=principal.user_id, title=title or DEFAULT_TITLE)
+    _repo(db, principal).add(chat)
+    await db.flush()
+    await db.refresh(chat)
+    return chat
+
+
+async def rename(
+    db: AsyncSession, principal: Principal, session_id: uuid.UUID, title: str
+) -> ChatSession:
+    """Retitle one of the caller's sessions."""
+    chat = await get_owned(db, principal, session_id)
+    chat.title = title
+    await db.flush()
+    await db.refresh(chat)
+    return chat
+
+
+async def delete(
+    db: AsyncSession, history: CachedHistory, principal: Principal, session_id: uuid.UUID
+) -> None:
+    """Delete the session and its checkpoints; turns and attachment links go with it
+    (ON DELETE CASCADE), and its cached history is dropped."""
+    chat = await get_owned(db, principal, session_id)
+    await delete_thread(db, session_id)
+    await _repo(db, principal).delete(chat)
+    await db.flush()
+    await history.drop(principal.tenant_id, session_id)
+
+
+async def list_page(
+    db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+) -> tuple[list[ChatSession], str | None]:
+    """One page of the caller's sessions and the cursor of the next."""
+    after = Cursor.decode(cursor) if cursor else None
+    rows = await _repo(db, principal).page(principal.user_id, limit=limit, after=after)
+    return split_page(rows, limit)
+
+
+async def turns_page(
+    db: AsyncSession,
+    principal: Principal,
+    session_id: uuid.UUID,
+    *,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[QueryHistory], str | None]:
+    """One page of a session's turns and the cursor of the next."""
+    await get_owned(db, principal, session_id)
+    after = Cursor.decode(cursor) if cursor else None
+    rows = await TurnRepository(db, principal.tenant_id).page(session_id, limit=limit, after=after)
+    return split_page(rows, limit)

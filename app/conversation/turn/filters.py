@@ -1,0 +1,36 @@
+"""What the admin audit may filter turns by (SPEC §6); the turn store applies them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
+
+
+@dataclass(frozen=True)
+class TurnFilters:
+    """The audit's turn filters; None: not filtered on."""
+
+    user_id: uuid.UUID | None = None
+    session_id: uuid.UUID | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    composition: Composition | None = None
+    min_quality: float | None = None
+    max_quality: float | None = None
+    truncated: bool | None = None
+
+    def as_details(self) -> dict[str, Any]:
+        """The filters that were set, JSON-ready, for the audit log."""
+        return {
+            name: value.isoformat()
+            if isinstance(value, datetime)
+            else str(value)
+            if isinstance(value, uuid.UUID)
+            else value
+            for name, value in asdict(self).items()
+            if value is not None
+        }

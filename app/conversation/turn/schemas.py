@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from app.conversation.turn.types import ChatMessage
+
+MAX_MESSAGE_CHARS = 32_000
+MAX_MESSAGES = 100
+MAX_ATTACHMENTS = 20
+NOT_BLANK = r"\S"
+# `message` or `messages`, never both: what `_one_conversation` checks, stated in the schema.
+# (That the last of `messages` is the user's, no JSON Schema can say.)
+_ONE_CONVERSATION: list[JsonValue] = [
+    {
+        "required": ["message"],
+        "properties": {"message": {"type": "string"}, "messages": {"type": "null"}},
+    },
+    {
+        "required": ["messages"],
+        "properties": {"messages": {"type": "array"}, "message": {"type": "null"}},
+    },
+]
+
+
+class MessageIn(BaseModel):
+    """One message of a client-sent conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatRequest(BaseModel):
+    """Either `message` (the newest user message) or `messages` ending with the user's."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": _ONE_CONVERSATION})
+
+    session_id: uuid.UUID
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS, pattern=NOT_BLANK)
+    messages: list[MessageIn] | None = Field(default=None, min_length=1, max_length=MAX_MESSAGES)
+    attachment_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+
+    @model_validator(mode="after")
+    def _one_conversation(self) -> ChatRequest:
+        if (self.message is None) == (self.messages is None):
+            raise ValueError("send either `message` or `messages`")
+        if self.message is not None and not self.message.strip():
+            raise ValueError("`message` must not be empty")
+        if self.messages is not None:
+            if not self.messages:
+                raise ValueError("`messages` must not be empty")
+            last = self.messages[-1]
+            if last.role != "user" or not last.content.strip():
+                raise ValueError("the last of `messages` must be a non-empty user message")
+        return self
+
+    def conversation(self) -> list[ChatMessage]:
+        """The request as the graph's messages."""
+        if self.message is not None:
+            return [ChatMessage(role="user", content=self.message)]
+        assert self.messages is not None
+        return [ChatMessage(role=m.role, content=m.content) for m in self.messages]
+
+
+class SourceOut(BaseModel):
+    """A cited source as the client sees it (a snippet, not the passage)."""
+
+    n: int
+    id: str
+    kind: Literal["kb", "attachment", "faq"]
+    source_id: str
+    title: str
+    score: float
+    snippet: str
+    cited: bool
+
+
+class UsageOut(BaseModel):
+    """The turn's token usage."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cached_prompt_tokens: int = 0
+    """Of `prompt_tokens`, those the provider read from its prompt cache (billed lower)."""
+
+
+class ChatResponse(BaseModel):
+    """A `/chat` answer (also what an idempotent retry gets back)."""
+
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    status: str
+    answer: str
+    sources: list[SourceOut]
+    query_composition: str
+    context_metadata: dict[str, Any]
+    usage: UsageOut
+    model: str
+    latency_ms: int | None
+    triage: dict[str, Any] | None = None
+    """{route, skip_llm, log}: what the input guardrail and triage decided."""
+    validation: dict[str, Any] | None = None
+    """{sources: {grounded, confidence, issues}, output_guardrail: {safe, issues}}."""
+    stopped: bool = False
+    """True when the turn was stopped on request (then `status` is `incomplete`)."""
+
+
+class StopResponse(BaseModel):
+    """What a stop request did."""
+
+    turn_id: uuid.UUID
+    status: Literal["stopping", "stopped"]
+    """`stopping` (202): the running process ends it; `stopped` (200): no process received
+    the stop, so the turn was stored `incomplete` directly."""
+
+
+def public_source(source: Mapping[str, Any], cited: Collection[int]) -> dict[str, Any]:
+    """A source as the client sees it (`SourceOut`), from a turn's source or its manifest
+    entry (both hold `n`, `id`, `kind`, `source_id`, `title`, `score`, `snippet`)."""
+    return {
+        "n": source["n"],
+        "id": source["id"],
+        "kind": source["kind"],
+        "source_id": source["source_id"],
+        "title": source["title"],
+        "score": round(float(source["score"]), 6),
+        "snippet": source["snippet"],
+        "cited": source["n"] in cited,
+    }
+
+
+def chat_answer(
+    session_id: uuid.UUID, turn_id: uuid.UUID, done: dict[str, Any], sources: list[Any]
+) -> dict[str, Any]:
+    """The `/chat` answer from a run's `done` event and its sources: what the endpoint returns
+    and what an idempotent retry gets back."""
+    usage = done.get("usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return {
+        "session_id": str(session_id),
+        "turn_id": str(turn_id),
+        "status": done["status"],
+        "answer": done["answer"],
+        "sources": sources,
+        "query_composition": done.get("query_composition") or "",
+        "context_metadata": done.get("context_metadata") or {},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": int(usage.get("total_tokens", prompt + completion)),
+            "cached_prompt_tokens": int(usage.get("cached_prompt_tokens", 0) or 0),
+        },
+        "model": done.get("model") or "",
+        "latency_ms": done.get("latency_ms"),
+        "triage": done.get("triage"),
+        "validation": done.get("validation"),
+        "stopped": bool(done.get("stopped")),
+    }

@@ -1,1 +1,0 @@
-"""The chat turn as one compiled LangGraph StateGraph (SPEC §1)."""

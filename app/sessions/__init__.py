@@ -1,1 +1,0 @@
-"""Chat sessions (conversations) and the listing of their turns."""

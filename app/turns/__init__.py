@@ -1,1 +1,0 @@
-"""Turns: the shared turn types, the turn repository and the history store."""
