@@ -2,7 +2,7 @@
 // numbered citations, its status, and the buttons for its sources and how it was built.
 
 import { h } from "./dom.js";
-import { setMarkdown } from "./markdown.js";
+import { highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
 import { openBuild, openSources } from "./panels.js";
 
 const STATUS = {
@@ -31,10 +31,26 @@ export function turnView(turn) {
   sourcesButton.addEventListener("click", () => openSources(turn, 0, sourcesButton));
   buildButton.addEventListener("click", () => openBuild(turn, buildButton));
 
+  // While it streams, only the answer's unfinished last block is rendered again on each frame
+  // (a 27k-character answer rendered whole every frame made tasks of 100+ ms).
+  const live = liveMarkdown(answer, { citations: true });
+  let streamed = null; // the text the live view shows, while there is one
   const render = () => {
     pending = null;
-    // Code is coloured once the text is final, not on every frame of a stream.
-    setMarkdown(answer, turn.answer, { citations: true, highlight: turn.status !== "pending" });
+    if (turn.status === "pending") {
+      live.update(turn.answer);
+      streamed = turn.answer;
+    } else if (streamed !== null && turn.answer.startsWith(streamed)) {
+      // The final text goes on from what streamed: only its end is rendered; code is
+      // coloured once, now.
+      live.update(turn.answer);
+      streamed = turn.answer;
+      highlightCode(answer);
+    } else {
+      live.reset();
+      streamed = null;
+      setMarkdown(answer, turn.answer, { citations: true, highlight: true });
+    }
   };
 
   function setStatus() {
