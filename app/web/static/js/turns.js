@@ -3,7 +3,7 @@
 
 import { h } from "./dom.js";
 import { highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
-import { openBuild, openSources } from "./panels.js";
+import { openBuild, openSources, splitSources } from "./panels.js";
 
 const STATUS = {
   incomplete: "Incomplete answer (stopped or cut off)",
@@ -62,9 +62,20 @@ export function turnView(turn) {
   }
 
   function setActions() {
-    const count = (turn.sources || []).length || ((turn.context_metadata || {}).sources || []).length;
-    sourcesButton.hidden = !count;
-    sourcesButton.textContent = `Sources (${count})`;
+    // Once the answer is recorded, the button counts what it cited; an answer that cites
+    // nothing and came from no model ("I found nothing…") offers no sources at all.
+    const { cited, all } = splitSources(turn);
+    const meta = turn.context_metadata || {};
+    const settled = Array.isArray(meta.citations?.cited);
+    const route = (turn.triage || meta.triage || {}).route;
+    const noModel = (turn.model || meta.model) === "extractive" || ["faq", "smalltalk", "off_topic"].includes(route);
+    let label = null;
+    if (!all.length) label = null;
+    else if (!settled) label = `Sources (${all.length})`;
+    else if (cited.length) label = `Sources (${cited.length})`;
+    else if (!noModel) label = `Retrieved (${all.length}), none cited`;
+    sourcesButton.hidden = !label;
+    sourcesButton.textContent = label || "Sources";
     buildButton.hidden = !turn.context_metadata || !Object.keys(turn.context_metadata).length;
   }
 
@@ -96,6 +107,7 @@ export function turnView(turn) {
         status: done.status,
         context_metadata: done.context_metadata || {},
         triage: done.triage,
+        model: done.model,
         validation: done.validation,
         query_composition: done.query_composition || turn.query_composition,
       });
