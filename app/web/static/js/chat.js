@@ -3,7 +3,7 @@
 
 import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
-import { announce, errorBox, formatDate, h, mount } from "./dom.js";
+import { announce, coversScreen, errorBox, formatDate, h, mount, trapFocus } from "./dom.js";
 import { closePanel, createPanel } from "./panels.js";
 import { newKey, stopTurn, streamTurn } from "./stream.js";
 import { turnView } from "./turns.js";
@@ -71,6 +71,7 @@ export async function chatPage(main, sessionId) {
     composer,
   );
   attachments.dropZone(conversation);
+  trapFocus(sidebar, () => coversScreen(sidebar));
   mount(main, h("div", { class: "chat" }, sidebar, conversation, createPanel()));
 
   function showFormError(message) {

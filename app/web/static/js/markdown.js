@@ -109,7 +109,10 @@ DOMPurify.addHook("uponSanitizeElement", (node, data) => {
   // The only input Markdown makes is a task list's checkbox: read-only.
   if (data.tagName === "input") {
     if (node.getAttribute("type") !== "checkbox") node.remove();
-    else node.setAttribute("disabled", "");
+    else {
+      node.setAttribute("disabled", "");
+      node.setAttribute("aria-label", node.hasAttribute("checked") ? "Done" : "Not done");
+    }
   }
 });
 

@@ -2,7 +2,7 @@
 // (composition, token budget by source kind, history, truncations, quality, triage,
 // validation) from the turn's context metadata.
 
-import { h, mount } from "./dom.js";
+import { coversScreen, h, mount, trapFocus } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 
 const KIND = { kb: "Knowledge base document", attachment: "Attachment", faq: "FAQ entry" };
@@ -11,6 +11,8 @@ let panel = null;
 
 export function createPanel() {
   panel = h("aside", { class: "panel", id: "panel", hidden: true, "aria-labelledby": "panel-title" });
+  const own = panel;
+  trapFocus(own, () => coversScreen(own));
   return panel;
 }
 
