@@ -41,7 +41,7 @@ async def test_every_page_has_no_serious_axe_violation_wide_narrow_light_dark(
         for size in (WIDE, NARROW):
             await page.set_viewport_size(size)
             for scheme in ("light", "dark"):
-                await page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+                await page.emulate_media(color_scheme=scheme)
                 await page.wait_for_timeout(100)
                 violations = await audit(page)
                 if violations:
