@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
 
 from app.attachments.endpoints import router as attachments_router
 from app.audit.endpoints import router as audit_router
@@ -54,6 +55,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(ContentTypeMiddleware)
+    # Per request for the API's answers; the web app's files come compressed once (app.web.assets),
+    # which this leaves alone, as it does event streams.
+    app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=6)
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,

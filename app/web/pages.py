@@ -3,41 +3,41 @@ vendored Swagger UI and ReDoc, with no inline script and nothing from another or
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import lru_cache
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse, HTMLResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
 from starlette.responses import Response
-from starlette.types import Scope
 
-STATIC_DIR = Path(__file__).parent / "static"
+from app.web.assets import BUILD, REVALIDATE, STATIC_DIR, accepts_gzip, packed
+
 SWAGGER = "/static/vendor/swagger-ui-5.35.0"
 REDOC = "/static/vendor/redoc-2.5.4"
-_NO_CACHE = {"Cache-Control": "no-cache"}
+_NO_CACHE = {"Cache-Control": REVALIDATE}
 
 router = APIRouter(include_in_schema=False)
 
 
-class Assets(StaticFiles):
-    """`/static`: the app's own modules are revalidated on every load (a deploy never mixes
-    old and new modules); the vendored bundles, whose directories carry their version, are
-    cached for good."""
-
-    async def get_response(self, path: str, scope: Scope) -> Response:
-        """The file, with the cache policy of its kind."""
-        response = await super().get_response(path, scope)
-        immutable = path.startswith("vendor/") and response.status_code == 200
-        response.headers["Cache-Control"] = (
-            "public, max-age=31536000, immutable" if immutable else "no-cache"
-        )
-        return response
+@lru_cache(maxsize=1)
+def _shell() -> tuple[bytes, bytes]:
+    """The app's one HTML page, loading this build's assets, plain and gzip'd (both once)."""
+    html = (STATIC_DIR / "index.html").read_text().replace('"/static/', f'"/assets/{BUILD}/')
+    body = html.encode()
+    return body, packed(("index.html", len(body), 0), body)
 
 
 @router.get("/")
-async def index() -> FileResponse:
+async def index(request: Request) -> Response:
     """The web app (its routes live after `#`, so this is its only page)."""
-    return FileResponse(STATIC_DIR / "index.html", headers=_NO_CACHE)
+    plain, gzipped = _shell()
+    headers = {**_NO_CACHE, "ETag": f'"{BUILD}"', "Vary": "Accept-Encoding"}
+    if request.headers.get("if-none-match") == f'"{BUILD}"':
+        return Response(status_code=304, headers=headers)
+    if accepts_gzip(request.scope):
+        return Response(
+            gzipped, media_type="text/html", headers={**headers, "Content-Encoding": "gzip"}
+        )
+    return Response(plain, media_type="text/html", headers=headers)
 
 
 def _docs_page(title: str, head: str, body: str) -> HTMLResponse:

@@ -88,6 +88,13 @@ PACKAGES = (
             **{f"es/languages/{n}.min.js": f"languages/{n}.min.js" for n in _HLJS_LANGUAGES},
         },
     ),
+    # Not loaded by any page: the browser tests inject it to audit every page (issue 28).
+    Package(
+        "axe-core",
+        "4.14.1",
+        "axe-core-4.14.1",
+        {"axe.min.js": "axe.min.js", "LICENSE": "LICENSE"},
+    ),
 )
 
 

@@ -44,6 +44,28 @@ Unsafe: [click me](javascript:window.__xss=8;alert(8)) and \
 [the docs](https://elsewhere.example/docs) and <b>raw</b> tag"""
 
 
+def long_answer(target: int = 27_000) -> str:
+    """About `target` characters of the Markdown a model writes at length: headings,
+    paragraphs, lists, a table and code, repeated section after section."""
+    sections: list[str] = []
+    n = 0
+    while sum(len(s) for s in sections) < target:
+        n += 1
+        sections.append(
+            f"## Part {n}: refunds in detail\n\n"
+            f"Refunds are paid within **14 days** of a written request [1]. Section {n} "
+            "restates it with *emphasis*, `inline code` and a [link](https://example.org/"
+            f"{n}) so that the parser has inline work to do on every line of it.\n\n"
+            "- Annual plans\n  - prorated by month\n  - paid to the original card\n"
+            "- Monthly plans\n  - no refund after the first week\n\n"
+            "| Plan | Window | Notes |\n| --- | --- | --- |\n"
+            "| Annual | 14 days | prorated |\n| Monthly | 7 days | none |\n\n"
+            f"```python\ndef refund_{n}(days):\n    return days <= 14\n```\n\n"
+            "1. Write to support\n2. Wait for the answer\n3. Check the card\n\n"
+        )
+    return "".join(sections)
+
+
 def answer_for(prompt: str) -> tuple[list[str], float]:
     """The answer's pieces and the delay between them, chosen by the question."""
     cited = "".join(f" [{n}]" for n in dict.fromkeys(re.findall(r"^\[(\d+)\] ", prompt, re.M)))
@@ -52,6 +74,9 @@ def answer_for(prompt: str) -> tuple[list[str], float]:
         return [*MARKDOWN_ANSWER.splitlines(keepends=True), cited], 0.01
     if "hostile" in question:
         return [*(f"{w} " for w in XSS_ANSWER.split(" ")), cited.strip()], 0.01
+    if "long answer" in question:
+        text = long_answer()
+        return [text[i : i + 90] for i in range(0, len(text), 90)], 0.02
     if "slowly" in question:
         return [f"part{i} " for i in range(120)], 0.1
     words = [f"word{i} " for i in range(24)]

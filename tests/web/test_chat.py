@@ -3,6 +3,7 @@ attachments, and hostile Markdown rendered inert."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -74,7 +75,9 @@ async def test_login_lands_in_a_conversation_streams_and_cites(page: Page, world
     await expect(panel).to_be_visible()
     await expect(panel.locator(".source.current")).to_contain_text("Refund policy")
     await expect(panel.locator(".source.current")).to_contain_text("Knowledge base document")
-    await expect(panel.locator(".source.current")).to_contain_text("score")
+    await expect(panel.locator(".source.current .relevance")).to_have_attribute(
+        "aria-label", re.compile(r"Relevance: rank 1 of \d")
+    )
     await expect(panel.locator(".source.current .snippet")).to_contain_text("14 days")
     await screenshot(page, "chat-sources")
     await page.keyboard.press("Escape")

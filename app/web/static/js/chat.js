@@ -3,7 +3,7 @@
 
 import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
-import { announce, errorBox, formatDate, h, mount } from "./dom.js";
+import { announce, coversScreen, errorBox, formatDate, h, mount, trapFocus } from "./dom.js";
 import { closePanel, createPanel } from "./panels.js";
 import { newKey, stopTurn, streamTurn } from "./stream.js";
 import { turnView } from "./turns.js";
@@ -61,14 +61,17 @@ export async function chatPage(main, sessionId) {
     h("div", { class: "composer-actions" }, attachments.picker, h("span", { class: "grow" }), stop, send),
     formError,
   );
+  const jump = h("button", { type: "button", class: "jump secondary", hidden: true }, "Jump to latest ↓");
   const conversation = h(
     "section",
     { class: "conversation", "aria-labelledby": "conv-title" },
     h("header", { class: "conv-head" }, toggle, title, h("div", { class: "conv-actions" }, rename, remove)),
     turns,
+    h("div", { class: "jump-wrap" }, jump),
     composer,
   );
   attachments.dropZone(conversation);
+  trapFocus(sidebar, () => coversScreen(sidebar));
   mount(main, h("div", { class: "chat" }, sidebar, conversation, createPanel()));
 
   function showFormError(message) {
@@ -172,10 +175,44 @@ export async function chatPage(main, sessionId) {
   });
 
   // --- the conversation -------------------------------------------------------------------
+  // --- following the answer: the view stays at the end while it grows, unless the reader
+  // scrolled up; then "Jump to latest" takes them back and the view follows again.
+  let follow = true;
+  const gap = () => turns.scrollHeight - turns.scrollTop - turns.clientHeight;
+  const toEnd = () => {
+    follow = true;
+    jump.hidden = true;
+    turns.scrollTop = turns.scrollHeight;
+  };
+  let lastTop = 0;
+  turns.addEventListener(
+    "scroll",
+    () => {
+      // Text that arrived since this event was queued may have grown the view: only a move
+      // up (the reader's) stops following, and reaching the end starts it again.
+      const top = turns.scrollTop;
+      if (gap() < 48) follow = true;
+      else if (top < lastTop) follow = false;
+      lastTop = top;
+      jump.hidden = follow;
+    },
+    { passive: true },
+  );
+  jump.addEventListener("click", () => {
+    toEnd();
+    textarea.focus();
+  });
+  // Runs after layout and before paint, whenever a turn's height changes (text arrived).
+  const growth = new ResizeObserver(() => {
+    if (follow) turns.scrollTop = turns.scrollHeight;
+    else jump.hidden = false;
+  });
+
   function addTurn(turn) {
     const view = turnView(turn);
     turns.append(view.el);
-    view.el.scrollIntoView({ block: "end" });
+    growth.observe(view.el);
+    toEnd();
     return view;
   }
 

@@ -51,3 +51,29 @@ export function formatDate(iso) {
 export function errorBox(message) {
   return h("p", { class: "error", role: "alert" }, message);
 }
+
+const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex="-1"])';
+
+/** Keep Tab and Shift+Tab inside `container` while `active()` says it covers the page (a
+ * full-screen panel on a phone), so the keyboard never reaches what lies hidden behind it. */
+export function trapFocus(container, active) {
+  container.addEventListener("keydown", (event) => {
+    if (event.key !== "Tab" || !active()) return;
+    const items = [...container.querySelectorAll(FOCUSABLE)].filter((el) => el.getClientRects().length > 0);
+    if (!items.length) return;
+    const [first, last] = [items[0], items[items.length - 1]];
+    const current = document.activeElement;
+    if (event.shiftKey && (current === first || !items.includes(current))) {
+      event.preventDefault();
+      last.focus();
+    } else if (!event.shiftKey && current === last) {
+      event.preventDefault();
+      first.focus();
+    }
+  });
+}
+
+/** Whether `el` covers the screen (fixed, as the panels are on a phone). */
+export function coversScreen(el) {
+  return !el.hidden && getComputedStyle(el).position === "fixed";
+}

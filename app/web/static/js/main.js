@@ -17,6 +17,16 @@ const ADMIN_PAGES = {
 };
 
 const app = document.getElementById("app");
+let closeMenu = () => false; // the open header menu's, for Esc
+
+document.addEventListener(
+  "keydown",
+  (event) => {
+    // Capture: the menu closes before Esc reaches the chat (which would stop an answer).
+    if (event.key === "Escape" && closeMenu()) event.stopPropagation();
+  },
+  { capture: true },
+);
 
 function loginPage() {
   document.title = "Sign in — Threadline";
@@ -59,7 +69,7 @@ function loginPage() {
 
 function shell(user, current) {
   const link = (href, label, key) => h("a", { href, "aria-current": current === key ? "page" : null }, label);
-  const nav = h("nav", { class: "top-nav", "aria-label": "Main" }, link("#/", "Chat", "chat"), link("#/me", "My data", "me"));
+  const nav = h("nav", { class: "top-nav", id: "top-nav", "aria-label": "Main" }, link("#/", "Chat", "chat"), link("#/me", "My data", "me"));
   if (user.role === "admin") {
     for (const [key, [label]] of Object.entries(ADMIN_PAGES)) nav.append(link(`#/admin/${key}`, label, `admin/${key}`));
   }
@@ -68,13 +78,25 @@ function shell(user, current) {
     await logout();
     location.hash = "#/";
   });
+  // On a phone the links fold behind "Menu" (the header stays one line); Esc or a link closes it.
+  const menu = h("button", { type: "button", class: "secondary menu-toggle", "aria-controls": "top-nav", "aria-expanded": "false" }, "Menu");
+  const header = h("header", { class: "top" }, h("a", { class: "brand", href: "#/" }, "Threadline"), menu, nav, h("span", { class: "who" }, user.email), out);
+  const showMenu = (open) => {
+    header.classList.toggle("menu-open", open);
+    menu.setAttribute("aria-expanded", String(open));
+  };
+  menu.addEventListener("click", () => showMenu(!header.classList.contains("menu-open")));
+  nav.addEventListener("click", (event) => {
+    if (event.target.closest("a")) showMenu(false);
+  });
+  closeMenu = () => {
+    if (!header.isConnected || !header.classList.contains("menu-open")) return false;
+    showMenu(false);
+    menu.focus();
+    return true;
+  };
   const main = h("main", { id: "main", tabindex: "-1" });
-  mount(
-    app,
-    h("header", { class: "top" }, h("a", { class: "brand", href: "#/" }, "Threadline"), nav, h("span", { class: "who" }, user.email), out),
-    main,
-  );
-  nav.querySelector("[aria-current=page]")?.scrollIntoView({ block: "nearest", inline: "center" });
+  mount(app, header, main);
   return main;
 }
 

@@ -109,7 +109,10 @@ DOMPurify.addHook("uponSanitizeElement", (node, data) => {
   // The only input Markdown makes is a task list's checkbox: read-only.
   if (data.tagName === "input") {
     if (node.getAttribute("type") !== "checkbox") node.remove();
-    else node.setAttribute("disabled", "");
+    else {
+      node.setAttribute("disabled", "");
+      node.setAttribute("aria-label", node.hasAttribute("checked") ? "Done" : "Not done");
+    }
   }
 });
 
@@ -136,6 +139,77 @@ export function renderMarkdown(source, { citations = false } = {}) {
 export function setMarkdown(el, source, options = {}) {
   el.replaceChildren(renderMarkdown(source, options));
   if (options.highlight) highlightCode(el);
+}
+
+// --- streaming: finished blocks are rendered once ------------------------------------------
+
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+
+/** A Markdown view of a text that only grows (a streamed answer): the part up to the last
+ * block boundary is rendered once and kept; only the unfinished last block is rendered again
+ * on each update, so a frame costs the last block, not the whole answer. A boundary is the
+ * start of a line that begins at the margin after a blank line, outside a code fence; a
+ * text that no longer starts with what was kept (the final answer differs) starts over. */
+export function liveMarkdown(el, options = {}) {
+  let kept = ""; // source rendered for good
+  let scan = 0; // where the next line to look at starts
+  let boundary = 0; // the last boundary found
+  let fence = null; // the open fence's marker while inside a code block
+  let blank = false; // the previous line was blank
+  let tail = []; // nodes of the unfinished part
+
+  function reset() {
+    el.replaceChildren();
+    kept = "";
+    scan = boundary = 0;
+    fence = null;
+    blank = false;
+    tail = [];
+  }
+
+  function findBoundary(source) {
+    let end;
+    while ((end = source.indexOf("\n", scan)) !== -1) {
+      const start = scan;
+      const line = source.slice(start, end);
+      scan = end + 1;
+      if (fence) {
+        const close = FENCE.exec(line);
+        if (close && close[1][0] === fence[0] && close[1].length >= fence.length && !line.slice(close[0].length).trim()) fence = null;
+        continue;
+      }
+      if (!line.trim()) {
+        blank = true;
+        continue;
+      }
+      if (blank && /^\S/.test(line)) boundary = start;
+      blank = false;
+      const open = FENCE.exec(line);
+      if (open) fence = open[1];
+    }
+  }
+
+  return {
+    /** Show `source`, rendering only what changed since the last call. */
+    update(source) {
+      source = String(source ?? "");
+      if (!source.startsWith(kept)) reset();
+      findBoundary(source);
+      const removed = tail;
+      if (boundary > kept.length) {
+        const finished = renderMarkdown(source.slice(kept.length, boundary), options);
+        for (const node of removed) node.remove();
+        el.append(finished);
+        kept = source.slice(0, boundary);
+      } else {
+        for (const node of removed) node.remove();
+      }
+      const rest = renderMarkdown(source.slice(kept.length), options);
+      tail = [...rest.childNodes];
+      el.append(rest);
+    },
+    reset,
+  };
 }
 
 // --- code: copy and highlighting ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 // (composition, token budget by source kind, history, truncations, quality, triage,
 // validation) from the turn's context metadata.
 
-import { h, mount } from "./dom.js";
+import { coversScreen, h, mount, trapFocus } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 
 const KIND = { kb: "Knowledge base document", attachment: "Attachment", faq: "FAQ entry" };
@@ -11,6 +11,8 @@ let panel = null;
 
 export function createPanel() {
   panel = h("aside", { class: "panel", id: "panel", hidden: true, "aria-labelledby": "panel-title" });
+  const own = panel;
+  trapFocus(own, () => coversScreen(own));
   return panel;
 }
 
@@ -29,41 +31,130 @@ function open(title, body, returnFocus) {
   panel.querySelector("h2").focus();
 }
 
-function score(value) {
-  return typeof value === "number" ? value.toFixed(3) : "—";
+const FILE_NAME = /^[\w.-]+\.(md|markdown|txt|pdf|docx?|html?|rst|csv|json)$/i;
+const HEADING = /^\s*#{1,6}\s+(.+?)\s*#*\s*$/;
+
+/** The title people gave a document: a file name's first heading, else its name in words. */
+export function sourceTitle(source) {
+  const title = String(source.title || "").trim();
+  if (!title) return "Untitled";
+  if (!FILE_NAME.test(title)) return title;
+  const heading = HEADING.exec(String(source.snippet || "").split("\n", 1)[0]);
+  if (heading) return heading[1];
+  const words = title.replace(/\.[^.]+$/, "").replace(/[-_.]+/g, " ").trim();
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
-/** The sources of a turn, the `n`th highlighted. */
-export function openSources(turn, n, returnFocus) {
-  const sources = turn.sources || [];
-  let items;
-  if (sources.length) {
-    items = sources.map((source) => {
-      const snippet = h("div", { class: "snippet" });
-      setMarkdown(snippet, source.snippet || "");
-      return h(
-        "li",
-        { class: source.n === n ? "source current" : "source", id: `source-${turn.id}-${source.n}` },
-        h("p", { class: "source-head" }, h("span", { class: "num" }, String(source.n)), h("strong", {}, source.title || "Untitled")),
-        h("p", { class: "meta" }, `${KIND[source.kind] || source.kind} · score ${score(source.score)}`, source.cited ? " · cited" : ""),
-        snippet,
-      );
-    });
-  } else {
-    // A stored turn keeps which sources it used, not their text.
-    const used = (turn.context_metadata && turn.context_metadata.sources) || [];
-    items = used.map((source, i) =>
-      h(
-        "li",
-        { class: i + 1 === n ? "source current" : "source" },
-        h("p", { class: "source-head" }, h("span", { class: "num" }, String(i + 1)), h("strong", {}, KIND[source.kind] || source.kind)),
-        h("p", { class: "meta" }, `score ${score(source.score)} · ${source.tokens ?? "?"} tokens`),
-      ),
-    );
-    if (!items.length) items = [h("li", {}, "This answer used no sources.")];
+/** A readable snippet: no heading line that only repeats the title, cut at a word's end. */
+export function readableSnippet(source) {
+  let text = String(source.snippet || "");
+  const [first, ...rest] = text.split("\n");
+  if (HEADING.test(first)) text = rest.join("\n");
+  text = text.trim();
+  if (text.endsWith("…")) {
+    const cut = text.slice(0, -1).replace(/\s+\S*$/, "");
+    text = `${cut.replace(/[\s,;:.-]+$/, "")} …`;
   }
-  open("Sources", h("ol", { class: "sources" }, items), returnFocus);
+  return text;
+}
+
+/** Which sources the answer cited: the final record's list when there is one. */
+function citedSet(turn, sources) {
+  const cited = turn.context_metadata?.citations?.cited;
+  if (Array.isArray(cited)) return new Set(cited.map(Number));
+  return new Set(sources.filter((s) => s.cited).map((s) => s.n));
+}
+
+/** The sources of a turn as shown: live ones (with snippets), else the stored manifest. */
+export function turnSources(turn) {
+  if (turn.sources && turn.sources.length) return turn.sources;
+  return ((turn.context_metadata && turn.context_metadata.sources) || []).map((s, i) => ({ n: s.n ?? i + 1, ...s }));
+}
+
+/** Cited sources, and the others the search returned. */
+export function splitSources(turn) {
+  const sources = turnSources(turn);
+  const cited = citedSet(turn, sources);
+  return { cited: sources.filter((s) => cited.has(s.n)), others: sources.filter((s) => !cited.has(s.n)), all: sources };
+}
+
+/** Relevance as a rank among the turn's sources and a bar (scores are only comparable within
+ * one search, and a reranker's are often negative). */
+function relevance(source, ranked) {
+  const rank = ranked.indexOf(source) + 1;
+  const scores = ranked.map((s) => Number(s.score) || 0);
+  const [top, low] = [Math.max(...scores), Math.min(...scores)];
+  const share = top === low ? 1 : 0.15 + (0.85 * ((Number(source.score) || 0) - low)) / (top - low);
+  const fill = h("span", { class: "fill" });
+  fill.style.width = `${Math.round(100 * share)}%`; // CSSOM, allowed by the CSP
+  return h(
+    "span",
+    { class: "relevance", role: "img", "aria-label": `Relevance: rank ${rank} of ${ranked.length}` },
+    h("span", { class: "bar" }, fill),
+    h("span", { class: "rank", "aria-hidden": "true" }, `#${rank} of ${ranked.length}`),
+  );
+}
+
+function sourceItem(turn, source, n, ranked) {
+  const snippet = h("div", { class: "snippet" });
+  setMarkdown(snippet, readableSnippet(source));
+  const title = sourceTitle(source);
+  const raw = String(source.title || "");
+  return h(
+    "li",
+    { class: source.n === n ? "source current" : "source", id: `source-${turn.id}-${source.n}` },
+    h("p", { class: "source-head" }, h("span", { class: "num" }, String(source.n)), h("strong", {}, title)),
+    h("p", { class: "meta" }, KIND[source.kind] || source.kind, raw && raw !== title ? ` · ${raw}` : "", " · ", relevance(source, ranked)),
+    snippet,
+  );
+}
+
+/** The sources of a turn, the `n`th highlighted: those the answer cited, then the others the
+ * search returned under an "Also retrieved" fold. */
+export function openSources(turn, n, returnFocus) {
+  const { cited, others, all } = splitSources(turn);
+  const ranked = [...all].sort((a, b) => (Number(b.score) || 0) - (Number(a.score) || 0));
+  const body = [];
+  if (cited.length) body.push(h("ol", { class: "sources" }, cited.map((s) => sourceItem(turn, s, n, ranked))));
+  else body.push(h("p", { class: "muted" }, all.length ? "The answer cites none of the sources below." : "This answer used no sources."));
+  if (others.length) {
+    const fold = h(
+      "details",
+      { class: "also", open: !cited.length || others.some((s) => s.n === n) },
+      h("summary", {}, `Also retrieved (${others.length}), not cited`),
+      h("ol", { class: "sources" }, others.map((s) => sourceItem(turn, s, n, ranked))),
+    );
+    body.push(fold);
+  }
+  open("Sources", h("div", {}, body), returnFocus);
   panel.querySelector(".source.current")?.scrollIntoView({ block: "nearest" });
+}
+
+/** What produced the answer, as the record says: the extractive responder, an early answer
+ * (FAQ, small talk, off topic), or a language model (with tools or not). */
+export function answeredBy(turn) {
+  const meta = turn.context_metadata || {};
+  const route = (turn.triage || meta.triage || {}).route;
+  const model = turn.model || meta.model || "";
+  if (route === "faq") return "An FAQ entry (triage matched the question; no model ran)";
+  if (route === "smalltalk") return "A fixed reply to small talk (no model ran)";
+  if (route === "off_topic") return "The off-topic reply of the guardrail policy (no model ran)";
+  if (model === "extractive") return "The extractive responder: sentences quoted from the sources (no language model is configured)";
+  if (route === "tools") return `The language model ${model || "(unnamed)"}, with tools`;
+  if (model) return `The language model ${model}`;
+  return route ? `Route: ${route}` : null;
+}
+
+function tokenBar(used, budget) {
+  if (typeof used !== "number") return null;
+  if (!budget) return `${used} tokens (no budget: no model prompt was built)`;
+  const share = Math.min(1, used / budget);
+  const fill = h("span", { class: "fill" });
+  fill.style.width = `${(100 * share).toFixed(1)}%`;
+  return [
+    h("span", { class: "token-bar", role: "meter", "aria-label": "Tokens used of the budget", "aria-valuemin": "0", "aria-valuemax": String(budget), "aria-valuenow": String(used) }, fill),
+    h("span", { class: "muted" }, `${used} of ${budget} tokens (${Math.round(100 * share)} %)`),
+  ];
 }
 
 function row(label, value) {
@@ -115,7 +206,6 @@ function searchedWith(retrieval) {
 /** How a turn's answer was built, from its context metadata (and triage and validation). */
 export function openBuild(turn, returnFocus) {
   const meta = turn.context_metadata || {};
-  const triage = turn.triage || meta.triage || {};
   const validation = turn.validation || meta.validation || {};
   const grounding = validation.sources || {};
   const guard = validation.output_guardrail || {};
@@ -127,9 +217,9 @@ export function openBuild(turn, returnFocus) {
       "dl",
       {},
       row("Composition", turn.query_composition || meta.composition),
-      row("Triage route", triage.route),
+      row("Answered by", answeredBy(turn)),
       row("Searched with", searchedWith(meta.retrieval)),
-      row("Tokens used", meta.token_count !== undefined ? `${meta.token_count} of ${meta.token_budget ?? "?"}` : null),
+      row("Tokens used", tokenBar(meta.token_count, meta.token_budget)),
       row("History turns included", meta.history_turns_included !== undefined ? `${meta.history_turns_included}${meta.summary_included ? " + summary" : ""}` : null),
       row("Truncated", meta.truncation_applied ? `yes — truncated: ${listOrNone(meta.truncated)}; dropped: ${listOrNone(meta.dropped)}` : "no"),
       row("Quality score", typeof meta.quality_score === "number" ? meta.quality_score.toFixed(2) : null),

@@ -2,8 +2,8 @@
 // numbered citations, its status, and the buttons for its sources and how it was built.
 
 import { h } from "./dom.js";
-import { setMarkdown } from "./markdown.js";
-import { openBuild, openSources } from "./panels.js";
+import { highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
+import { openBuild, openSources, splitSources } from "./panels.js";
 
 const STATUS = {
   incomplete: "Incomplete answer (stopped or cut off)",
@@ -31,10 +31,26 @@ export function turnView(turn) {
   sourcesButton.addEventListener("click", () => openSources(turn, 0, sourcesButton));
   buildButton.addEventListener("click", () => openBuild(turn, buildButton));
 
+  // While it streams, only the answer's unfinished last block is rendered again on each frame
+  // (a 27k-character answer rendered whole every frame made tasks of 100+ ms).
+  const live = liveMarkdown(answer, { citations: true });
+  let streamed = null; // the text the live view shows, while there is one
   const render = () => {
     pending = null;
-    // Code is coloured once the text is final, not on every frame of a stream.
-    setMarkdown(answer, turn.answer, { citations: true, highlight: turn.status !== "pending" });
+    if (turn.status === "pending") {
+      live.update(turn.answer);
+      streamed = turn.answer;
+    } else if (streamed !== null && turn.answer.startsWith(streamed)) {
+      // The final text goes on from what streamed: only its end is rendered; code is
+      // coloured once, now.
+      live.update(turn.answer);
+      streamed = turn.answer;
+      highlightCode(answer);
+    } else {
+      live.reset();
+      streamed = null;
+      setMarkdown(answer, turn.answer, { citations: true, highlight: true });
+    }
   };
 
   function setStatus() {
@@ -46,9 +62,20 @@ export function turnView(turn) {
   }
 
   function setActions() {
-    const count = (turn.sources || []).length || ((turn.context_metadata || {}).sources || []).length;
-    sourcesButton.hidden = !count;
-    sourcesButton.textContent = `Sources (${count})`;
+    // Once the answer is recorded, the button counts what it cited; an answer that cites
+    // nothing and came from no model ("I found nothing…") offers no sources at all.
+    const { cited, all } = splitSources(turn);
+    const meta = turn.context_metadata || {};
+    const settled = Array.isArray(meta.citations?.cited);
+    const route = (turn.triage || meta.triage || {}).route;
+    const noModel = (turn.model || meta.model) === "extractive" || ["faq", "smalltalk", "off_topic"].includes(route);
+    let label = null;
+    if (!all.length) label = null;
+    else if (!settled) label = `Sources (${all.length})`;
+    else if (cited.length) label = `Sources (${cited.length})`;
+    else if (!noModel) label = `Retrieved (${all.length}), none cited`;
+    sourcesButton.hidden = !label;
+    sourcesButton.textContent = label || "Sources";
     buildButton.hidden = !turn.context_metadata || !Object.keys(turn.context_metadata).length;
   }
 
@@ -80,6 +107,7 @@ export function turnView(turn) {
         status: done.status,
         context_metadata: done.context_metadata || {},
         triage: done.triage,
+        model: done.model,
         validation: done.validation,
         query_composition: done.query_composition || turn.query_composition,
       });

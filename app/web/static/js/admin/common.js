@@ -30,7 +30,7 @@ export function table(columns, rows, empty = "Nothing here yet.") {
   if (!rows.length) return h("p", { class: "muted" }, empty);
   return h(
     "div",
-    { class: "table-wrap" },
+    { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Table (scrolls sideways)" },
     h(
       "table",
       {},
