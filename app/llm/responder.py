@@ -184,7 +184,9 @@ class ChatModelResponder:
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ]{3,}")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKUP = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]|^#+\s*|`")
+_MARKUP = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]|^#+\s*|^[-*+]\s+|`")
+_HEADING = re.compile(r"\s*#{1,6}\s")
+_ENDS_A_SENTENCE = (".", "!", "?", ":", ";", ")", '"', "'", "\u201d")
 EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured): "
 NO_SOURCES = (
     "Extractive answer (no language model is configured): I found nothing in the knowledge "
@@ -200,8 +202,14 @@ def _terms(text: str) -> set[str]:
 
 def _best_sentences(text: str, terms: set[str], limit: int) -> list[str]:
     """The passage's sentences that share most terms with the question (none if none do),
-    without markup or bracketed numbers that would read as citations."""
-    sentences = [_MARKUP.sub("", s).strip() for s in _SENTENCE.split(text)]
+    without markup or bracketed numbers that would read as citations. A heading is no
+    sentence (joined to the next one it read "Your data and privacy You can download…"),
+    and a line that ends without punctuation (a list item) gets a full stop."""
+    sentences = [
+        _full_stop(_MARKUP.sub("", piece).strip())
+        for piece in _SENTENCE.split(text)
+        if not _HEADING.match(piece)
+    ]
     scored = [
         (len(_terms(sentence) & terms), index, sentence)
         for index, sentence in enumerate(sentences)
@@ -209,6 +217,10 @@ def _best_sentences(text: str, terms: set[str], limit: int) -> list[str]:
     ]
     relevant = sorted((item for item in scored if item[0] > 0), key=lambda i: (-i[0], i[1]))
     return [sentence for _, _, sentence in sorted(relevant[:limit], key=lambda i: i[1])]
+
+
+def _full_stop(sentence: str) -> str:
+    return sentence if not sentence or sentence.endswith(_ENDS_A_SENTENCE) else sentence + "."
 
 
 class ExtractiveResponder:

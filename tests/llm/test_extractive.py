@@ -46,3 +46,23 @@ def test_a_follow_up_that_names_nothing_is_answered_from_its_standalone_query() 
     assert answer.startswith(EXTRACTIVE_NOTICE)
     assert "within thirty days" in answer and answer.rstrip().endswith("[1]")
     assert "canteen" not in answer
+
+
+def test_a_heading_is_not_glued_into_the_sentence_after_it() -> None:
+    """Issue 28, item 9: "Your data and privacy You can download…" on the default install."""
+    answer = ExtractiveResponder().compose(
+        [
+            source(
+                1,
+                "## Your data and privacy\nYou can download your data as one JSON file.\n"
+                "- Erase your account and your data from the My data page",
+            )
+        ],
+        [],
+        "How do I download or erase my data?",
+    )
+    assert "privacy" not in answer
+    assert answer == (
+        EXTRACTIVE_NOTICE + "You can download your data as one JSON file. "
+        "Erase your account and your data from the My data page. [1]"
+    )
