@@ -215,6 +215,9 @@ class Settings(BaseSettings):
     rate_limit_user_per_min: int = Field(default=60, ge=0)
     """Chat requests per user per minute (0: unlimited); tenants may override."""
     rate_limit_tenant_per_min: int = Field(default=600, ge=0)
+    rate_limit_search_per_min: int = Field(default=120, ge=0)
+    """Knowledge-base searches (`/kb/search`, MCP `search_knowledge`) per user per minute
+    (0: none)."""
     token_quota_user_per_day: int = Field(default=200_000, ge=0)
     """Model tokens per user per UTC day (0: unlimited); tenants may override."""
     token_quota_tenant_per_day: int = Field(default=2_000_000, ge=0)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
-from app.core.deps import DbSession, SettingsDep
+from app.core.deps import DbSession, RedisDep, SettingsDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
@@ -26,6 +26,7 @@ from app.knowledge.schemas import (
     SearchOut,
     TextDocumentIn,
 )
+from app.limits.search import admit_search
 
 router = APIRouter(prefix="/kb", tags=["knowledge base"])
 
@@ -147,8 +148,15 @@ async def delete_document(
 
 @router.post("/search", response_model=SearchOut)
 async def search(
-    body: SearchIn, principal: CurrentPrincipal, db: DbSession, retriever: RetrieverDep
+    body: SearchIn,
+    principal: CurrentPrincipal,
+    db: DbSession,
+    retriever: RetrieverDep,
+    redis: RedisDep,
+    settings: SettingsDep,
 ) -> SearchOut:
-    """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
+    """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked;
+    at most `THREADLINE_RATE_LIMIT_SEARCH_PER_MIN` a minute per user (429 above)."""
+    await admit_search(redis, principal.user_id, settings.rate_limit_search_per_min)
     hits = await service.search(db, retriever, principal.tenant_id, body.query, k=body.k)
     return SearchOut.of(hits)

@@ -72,6 +72,7 @@ async def _toolbox(ctx: Context) -> Toolbox:
         chat=await get_chat_service(request),
         context=resources.turn_context,
         retriever=resources.retriever,
+        redis=resources.redis,
     )
 
 

@@ -23,8 +23,10 @@ from app.conversation.service import sessions
 from app.conversation.service.chat import ChatService
 from app.conversation.turn.schemas import ChatRequest, SourceOut
 from app.core.errors import Forbidden
+from app.core.redis import RedisHandle
 from app.knowledge import service as knowledge
 from app.knowledge.schemas import SearchOut
+from app.limits.search import admit_search
 from app.openai_compat.service import new_session_id, session_opening
 from app.retrieval.hybrid import HybridRetriever
 
@@ -47,10 +49,13 @@ class Toolbox:
     chat: ChatService
     context: TurnContext
     retriever: HybridRetriever
+    redis: RedisHandle
 
     async def search_knowledge(self, query: str, k: int) -> SearchOut:
-        """The tenant's best-matching passages."""
+        """The tenant's best-matching passages, within the user's searches a minute."""
         tenant = self.principal.tenant_id
+        settings = self.context.settings
+        await admit_search(self.redis, self.principal.user_id, settings.rate_limit_search_per_min)
         async with self.context.transaction(tenant) as db:
             hits = await knowledge.search(db, self.retriever, tenant, query, k=k)
         return SearchOut.of(hits)

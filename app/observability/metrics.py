@@ -36,7 +36,9 @@ HISTORY_CACHE = Counter(
     "threadline_history_cache", "History cache look-ups, by result.", ["result"]
 )
 LIMIT_REJECTIONS = Counter(
-    "threadline_limit_rejections", "Chat requests refused by a limit.", ["scope", "kind"]
+    "threadline_limit_rejections",
+    "Chat requests and searches refused by a limit.",
+    ["scope", "kind"],
 )
 SUMMARY_JOBS = Counter(
     "threadline_summary_jobs",
