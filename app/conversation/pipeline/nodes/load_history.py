@@ -7,6 +7,7 @@ budget), so nothing is lost between two folds."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,9 @@ from app.conversation.pipeline.state import TurnState, turn_ids
 from app.conversation.turn.types import ChatMessage, HistoryTurn
 from app.embeddings.base import prefetch
 from app.pii.detect import anonymize
+
+INLINE_CLIENT_CHARS = 8_000
+"""A client-sent history up to this long is merged on the event loop (about a millisecond)."""
 
 
 def _norm(text: str) -> str:
@@ -49,6 +53,14 @@ def merge_client_history(
     return [*stored, *extra]
 
 
+def _merged_and_queries(
+    stored: Sequence[HistoryTurn], client: Sequence[ChatMessage], query: str
+) -> tuple[list[HistoryTurn], list[str]]:
+    """The merged history, and the queries retrieval will embed for it."""
+    history = merge_client_history(stored, client)
+    return history, [query, history_query(query, history)] if history else [query]
+
+
 def split_window(
     cached: Sequence[HistoryTurn], total: int, limit: int, summarized: int
 ) -> tuple[list[HistoryTurn], int]:
@@ -74,11 +86,18 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     uncovered, awaiting = split_window(
         snapshot["turns"], snapshot["total"], ctx.history.limit, snapshot["summarized_turns"]
     )
-    history = merge_client_history(uncovered, state["client_history"])
+    query = state["query"]
+    client = state["client_history"]
+    if sum(len(m["content"]) for m in client) > INLINE_CLIENT_CHARS:
+        # Reading a long client-sent history (personal data, follow-ups) is pure Python:
+        # on the event loop, 96,000 characters of it held every other request for a few
+        # hundred milliseconds (issue 33). The guard has already bounded what is read.
+        history, queries = await asyncio.to_thread(_merged_and_queries, uncovered, client, query)
+    else:
+        history, queries = _merged_and_queries(uncovered, client, query)
     # The queries retrieve will search with are known now: their embeddings run while the
     # attachments, the FAQ fast path and the classification are worked out.
-    query = state["query"]
-    prefetch(ctx.embedder, [query, history_query(query, history)] if history else [query])
+    prefetch(ctx.embedder, queries)
     return {
         "history": history,
         "history_source": source,
