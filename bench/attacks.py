@@ -230,6 +230,8 @@ def main() -> None:
             "THREADLINE_JWT_SECRET": JWT_SECRET,
             "THREADLINE_LOG_LEVEL": "WARNING",
             "THREADLINE_REDIS_MAX_CONNECTIONS": "20",
+            # Counters of an earlier run (the login throttle's 15 minutes) must not carry over.
+            "THREADLINE_REDIS_PREFIX": f"bench-attacks-{uuid.uuid4().hex[:8]}:",
             **UNLIMITED,
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }
