@@ -176,12 +176,17 @@ class _NotClaimed(Exception):
 SKIPPED = "skipped"
 
 
-async def _set(
-    deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, **values: Any
+async def _progress(
+    deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, value: float
 ) -> None:
+    """Record progress, and stop here if the document was deleted or taken over meanwhile."""
     async with deps.sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant
-        await IngestionRepository(db, kind, tenant).set(oid, **values)
+        held = await IngestionRepository(db, kind, tenant).progress(oid, deps.leases.owner, value)
+    if held == "gone":
+        raise _Deleted
+    if held == "taken":
+        raise _NotClaimed
 
 
 async def _fail(
@@ -246,7 +251,7 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     chunks = prepared.chunks
     batched = len(chunks) > EMBED_BATCH  # progress is worth a write only for long documents
     if batched:
-        await _set(deps, kind, tenant, oid, progress=0.15)
+        await _progress(deps, kind, tenant, oid, 0.15)
 
     vectors: list[array[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
@@ -256,8 +261,8 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
         vectors += [array("f", v) for v in await deps.batches.embed(inputs)]
         done = start + len(batch)
         if batched and done < len(chunks):
-            progress = round(0.15 + 0.8 * done / len(chunks), 3)
-            await _set(deps, kind, tenant, oid, progress=progress)
+            # Between batches: a document deleted meanwhile is not embedded to the end.
+            await _progress(deps, kind, tenant, oid, round(0.15 + 0.8 * done / len(chunks), 3))
 
     values: dict[str, Any] = {
         "status": "ready",

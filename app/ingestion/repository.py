@@ -178,6 +178,31 @@ class IngestionRepository:
         )
         return set(rows)
 
+    async def progress(self, oid: uuid.UUID, owner: str, value: float) -> str:
+        """Record `owner`'s progress on a document it holds: `held`; else `gone` (deleted
+        meanwhile) or `taken` (another process holds it now, or it is no longer in
+        flight). The embedding loop writes it between batches, so a deleted document stops
+        there instead of being embedded to the end (issue 33)."""
+        model = self.model
+        written = await self.db.scalar(
+            update(model)
+            .where(
+                model.tenant_id == self.tenant_id,
+                model.id == oid,
+                model.claimed_by == owner,
+                model.status == "processing",
+            )
+            .values(progress=value)
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        if written is not None:
+            return "held"
+        there = await self.db.scalar(
+            select(model.id).where(model.tenant_id == self.tenant_id, model.id == oid)
+        )
+        return "taken" if there is not None else "gone"
+
     async def lock_present(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str | None]:
         """Lock the documents still there (in id order: concurrent writers queue, never
         deadlock), so none is deleted between indexing its chunks and marking it ready;
