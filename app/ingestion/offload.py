@@ -159,6 +159,16 @@ class PreparePool:
             self._executor = None
             broken.shutdown(wait=False, cancel_futures=True)
 
+    def terminate(self) -> None:
+        """Stop the worker processes now, mid-document (shutdown: what they were preparing
+        is handed back to another process, not finished here)."""
+        executor, self._executor = self._executor, None
+        if isinstance(executor, ProcessPoolExecutor):
+            # No public way to stop a running task; the processes of this pool only.
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.kill()
+            executor.shutdown(wait=True, cancel_futures=True)
+
     def shutdown(self) -> None:
         """Stop the worker processes (a later document starts new ones)."""
         executor, self._executor = self._executor, None

@@ -174,6 +174,7 @@ class _NotClaimed(Exception):
 
 
 SKIPPED = "skipped"
+STOPPED = "stopped"
 
 
 async def _progress(
@@ -203,10 +204,22 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
     another live process: a duplicate or late job is harmless)."""
     if not deps.leases.hold(kind, tenant, oid):
         return SKIPPED
+    status = STOPPED  # cancelled: the process is stopping
     try:
-        return await _attempts(deps, kind, tenant, oid)
+        status = await _attempts(deps, kind, tenant, oid)
+        return status
     finally:
-        deps.leases.release(kind, tenant, oid)
+        deps.leases.release(kind, tenant, oid, finished=status not in (SKIPPED, STOPPED))
+
+
+async def stop(deps: IngestionDeps, wait_seconds: float = 5.0) -> int:
+    """Shutdown: take no new document, cancel those under way, stop the worker processes
+    (mid-document: they are not waited for) and hand every unfinished document back for
+    another process to take at once. The number handed back."""
+    deps.leases.begin_stop()
+    handing = asyncio.ensure_future(deps.leases.hand_off(wait_seconds))
+    await asyncio.to_thread(deps.preparer.terminate)
+    return await handing
 
 
 async def _attempts(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> str:
@@ -222,6 +235,8 @@ async def _attempts(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uui
             await _fail(deps, kind, tenant, oid, str(exc))
             return "failed"
         except Exception as exc:  # transient (database, embedder endpoint): try again
+            if deps.leases.stopping:  # the worker pool was stopped under it: handed back
+                return STOPPED
             logger.warning(
                 "ingestion attempt failed",
                 extra={"kind": kind, "id": str(oid), "attempt": attempt},
@@ -304,11 +319,17 @@ async def _claim_together(
     tenant. None for one not claimed (see `IngestionRepository.claim`)."""
     found: dict[_Claim, _Claimed] = {}
     for tenant, group in _by_tenant(claims).items():
-        async with deps.sessionmaker() as db, db.begin():
-            db.info[TENANT] = tenant
-            rows = await IngestionRepository(db, kind, tenant).claim(
-                [c.oid for c in group], deps.leases.owner, deps.lease_seconds, deps.max_attempts
-            )
+        if deps.leases.stopping:  # shutting down: not claimed, handed back with the rest
+            break
+        with deps.leases.claiming():
+            async with deps.sessionmaker() as db, db.begin():
+                db.info[TENANT] = tenant
+                rows = await IngestionRepository(db, kind, tenant).claim(
+                    [c.oid for c in group],
+                    deps.leases.owner,
+                    deps.lease_seconds,
+                    deps.max_attempts,
+                )
         deps.leases.claimed(kind, tenant, rows)
         found.update({_Claim(tenant, oid): row for oid, row in rows.items()})
     return [found.get(claim) for claim in claims]

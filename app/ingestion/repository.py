@@ -233,6 +233,29 @@ class IngestionRepository:
             .execution_options(synchronize_session=False)
         )
 
+    async def hand_off(self, ids: Sequence[uuid.UUID], owner: str) -> int:
+        """A stopping process gives back what it held: its claims (the attempt it counted
+        undone: a shutdown is not the document's fault) and the `pending` documents it had
+        jobs for. Both become `processing` with no claim, which the recovery of any process
+        queues again at its next scan (a lapsed lease), not a lease or a pending grace later.
+        The number of documents handed back."""
+        model = self.model
+        mine = and_(model.claimed_by == owner, model.status == "processing")
+        queued = and_(model.id == _ids(ids), model.status == "pending", model.claimed_by.is_(None))
+        rows = await self.db.scalars(
+            update(model)
+            .where(model.tenant_id == self.tenant_id, or_(mine, queued))
+            .values(
+                status="processing",
+                claimed_by=None,
+                lease_expires_at=None,
+                attempts=case((mine, func.greatest(model.attempts - 1, 0)), else_=model.attempts),
+            )
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        return len(list(rows))
+
     async def requeue(
         self, ids: Sequence[uuid.UUID], pending_grace: float, max_attempts: int
     ) -> dict[uuid.UUID, str]:
