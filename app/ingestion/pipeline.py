@@ -90,6 +90,8 @@ class IngestionDeps:
     leases: LeaseKeeper = field(init=False)
     max_chars: int = 30_000_000
     max_pages: int = 2000
+    cpu_seconds: float | None = None
+    """CPU budget of one document in a worker process; None: unbounded."""
     preparer: PreparePool = field(default_factory=PreparePool)
     """Where extraction, sanitising and chunking run (worker processes in the API)."""
     batches: CoalescingEmbedder = field(init=False)
@@ -119,6 +121,7 @@ class IngestionDeps:
             max_attempts=settings.ingestion_max_attempts,
             max_chars=settings.max_document_chars,
             max_pages=settings.max_pdf_pages,
+            cpu_seconds=settings.ingest_document_cpu_seconds,
             preparer=preparer or PreparePool(),
         )
 
@@ -158,6 +161,7 @@ class IngestionDeps:
             max_chars=self.max_chars,
             max_pages=self.max_pages,
             keep_text=kind == "attachment",
+            cpu_seconds=self.cpu_seconds,
         )
 
 
@@ -259,7 +263,9 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     if source is None:
         raise _Failed("The file is missing.")
     try:  # CPU work for seconds on a large file: off the event loop
-        prepared = await deps.preparer.prepare(source, deps.prepare_options(kind, content_type))
+        prepared = await deps.preparer.prepare(
+            source, deps.prepare_options(kind, content_type), turn=tenant
+        )
     except PrepareError as exc:
         raise _Failed(str(exc)) from exc
     del source, claimed  # a large file's bytes are not kept while it is embedded
