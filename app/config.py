@@ -256,6 +256,11 @@ class Settings(BaseSettings):
     ingest_workers: int = Field(default=2, ge=0, le=64)
     """Worker processes extracting, sanitising and chunking documents off the event loop;
     0 runs that work in a thread of the API process instead."""
+    ingest_document_cpu_seconds: float = Field(default=120, ge=1)
+    """CPU a worker process may spend preparing one document (extract, sanitise, chunk);
+    past it the document fails ("…took more than N s of CPU…") and its worker is replaced.
+    A wall-clock backstop of 4x this kills a worker stuck where the CPU limit cannot reach.
+    Applies to worker processes only (not `ingest_workers=0`)."""
     web_cookie_secure: bool | None = None
     """`Secure` flag of the web app's refresh cookie; None: set outside development."""
     log_level: str = "INFO"

@@ -37,6 +37,7 @@ from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.offload import PreparePool
+from app.ingestion.pipeline import stop as stop_ingestion
 from app.llm.providers import build_fast_responder, build_responder
 from app.observability.tracing import build_tracing
 from app.resources import Resources
@@ -114,6 +115,8 @@ async def build_resources(settings: Settings) -> Resources:
 async def release_resources(resources: Resources) -> None:
     """Shut down what `build_resources` built: streams first, then jobs, pools and Redis."""
     streams = resources.guards.streams
+    # Ingestion takes no new document from now on; what it holds is handed back below.
+    resources.ingestion.leases.begin_stop()
     # Live streams end first, as a stop would end them, while Redis and PostgreSQL are
     # still there to take their last event and their turn.
     await streams.drain(resources.settings.shutdown_grace_seconds)
@@ -121,6 +124,9 @@ async def release_resources(resources: Resources) -> None:
         await resources.guards.leases.stop()
     await streams.close()
     await drain_background()
+    # Not drained: a large ingestion would hold the process for minutes (issue 31). Its
+    # documents go back to the queue for another process, at once.
+    await stop_ingestion(resources.ingestion)
     await resources.jobs.drain()
     await asyncio.to_thread(resources.ingestion.preparer.shutdown)
     await resources.checkpoint_pool.close()
@@ -140,8 +146,11 @@ def _stop_streams_on_signal(resources: Resources) -> Callable[[], None]:
     streams = resources.guards.streams
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
+    leases = resources.ingestion.leases
+
     def handle(sig: int, frame: FrameType | None) -> None:
         loop.call_soon_threadsafe(streams.begin_shutdown)
+        loop.call_soon_threadsafe(leases.begin_stop)  # no new document from now on
         handler = previous[signal.Signals(sig)]
         if callable(handler):
             handler(sig, frame)

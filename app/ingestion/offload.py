@@ -6,15 +6,18 @@ runs in a small pool of spawned worker processes. They are niced, so the API's o
 comes first on a busy machine. The pool starts with the first document that needs it. A
 small text file is cheaper to prepare here than to send to another process.
 
-Workers are replaced after about `MAX_TASKS_PER_WORKER` documents each, so the memory a
-large document left fragmented goes back to the system: after `workers x
-MAX_TASKS_PER_WORKER` documents the pool is retired (it finishes what it holds, then its
-processes exit) and the next document starts a new one. Not `max_tasks_per_child`: on
-Python 3.11 a pool never replaces a worker that reached its limit while work is queued
-(CPython gh-115634), and in-process ingestion stopped for good after 40 documents, their
-leases renewed forever by a live process (issue 31). At most `workers` documents are in
-the workers at once (a semaphore), so a retired pool and its successor never together run
-more than `workers` documents.
+Each worker process is a slot of its own (a one-process executor), so one that must be
+stopped takes no other document with it. A slot's process is replaced after
+`MAX_TASKS_PER_WORKER` documents, so the memory a large document left fragmented goes back
+to the system. Not `max_tasks_per_child`: on Python 3.11 a pool never replaces a worker
+that reached its limit while work is queued (CPython gh-115634, issue 31).
+
+Each document has a CPU budget (`PrepareOptions.cpu_seconds`), enforced in the worker with
+`RLIMIT_CPU`: past it, SIGXCPU stops the work with `OverBudget` (a permanent failure, with
+a readable error) and the slot's process is replaced. A worker stuck where the signal
+cannot reach (inside one C call) is killed at `WALL_FACTOR` times the budget in wall-clock
+time. Documents waiting for a slot are served tenant by tenant in turn (`FairQueue`), so
+one tenant's uploads never hold another's behind them (issue 33).
 """
 
 from __future__ import annotations
@@ -23,16 +26,21 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import math
 import multiprocessing
 import os
+import resource
 import signal
 import sys
-from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Callable, Hashable
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from types import FrameType
 
 from app.ingestion.extract import PDF
-from app.ingestion.prepare import Prepared, PrepareOptions, prepare
+from app.ingestion.fair import FairQueue
+from app.ingestion.prepare import Prepared, PrepareError, PrepareOptions, prepare
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +50,9 @@ INLINE_MAX_BYTES = 16 * 1024
 """A text file this small is prepared on the event loop (about a millisecond)."""
 MAX_TASKS_PER_WORKER = 20
 WORKER_NICENESS = 10
+WALL_FACTOR = 4
+"""A document still in its worker after this many times its CPU budget (wall clock) has
+its worker killed: a niced worker on a busy machine gets a fraction of a core."""
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -49,10 +60,57 @@ class WorkerLost(RuntimeError):
     """The process preparing the document died (killed, out of memory): a transient error."""
 
 
+class OverBudget(PrepareError):
+    """The document took more than its CPU budget: a permanent failure."""
+
+
+def _over_budget(seconds: float) -> OverBudget:
+    return OverBudget(
+        f"The document took more than {seconds:g} s of CPU to read and was stopped; "
+        "it may be malformed or built to be slow (a PDF whose pages repeat a huge content "
+        "stream, for instance)."
+    )
+
+
 def _start_worker(parent: int) -> None:
     with contextlib.suppress(OSError):  # not permitted here: run at the normal priority
         os.nice(WORKER_NICENESS)
     _die_with_parent(parent)
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+
+
+class _CpuLimit(BaseException):
+    """Raised by SIGXCPU inside the work (a BaseException: no `except Exception` of the
+    extraction code swallows it)."""
+
+
+def _on_cpu_limit(signum: int, frame: FrameType | None) -> None:
+    raise _CpuLimit
+
+
+def _cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def within_budget(work: Work, source: bytes, options: PrepareOptions) -> Prepared:
+    """`work(source, options)` in a worker, stopped by SIGXCPU past `options.cpu_seconds`
+    of CPU (RLIMIT_CPU counts the whole process: the limit is set above what it used)."""
+    budget = options.cpu_seconds
+    if budget is None:
+        return work(source, options)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    limit = math.ceil(_cpu_used() + budget)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
+        return work(source, options)
+    except _CpuLimit:
+        raise _over_budget(budget) from None
+    finally:
+        with contextlib.suppress(_CpuLimit):  # a signal racing the reset: already stopped
+            resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
 
 
 def _die_with_parent(parent: int) -> None:
@@ -77,6 +135,14 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
+@dataclass
+class _Slot:
+    """One worker process (started on first use) and the documents it has prepared."""
+
+    executor: ProcessPoolExecutor | None = None
+    documents: int = 0
+
+
 class PreparePool:
     """Runs `prepare` for the pipeline: in `workers` processes, or in threads when 0."""
 
@@ -84,54 +150,80 @@ class PreparePool:
         self.workers = workers
         self.work = work
         """What runs: `prepare`, or a picklable stand-in (tests pause it mid-document)."""
-        self._executor: Executor | None = None
-        self._sent_to_executor = 0
-        self._slots: asyncio.Semaphore | None = None
+        self._slots = [_Slot() for _ in range(workers)]
+        self._queue: FairQueue[_Slot] | None = None
         self._trim = _malloc_trim()
         self._trims_owed = 0
         self._trim_again = False
         self._trimming: asyncio.Future[None] | None = None
 
-    def _pool(self) -> Executor | None:
-        if self.workers == 0:
-            return None  # the event loop's default thread pool
-        if self._sent_to_executor >= self.workers * MAX_TASKS_PER_WORKER:
-            self._retire()
-        if self._executor is None:
-            self._executor = ProcessPoolExecutor(
-                self.workers,
+    def _executor(self, slot: _Slot) -> ProcessPoolExecutor:
+        if slot.documents >= MAX_TASKS_PER_WORKER:
+            self._retire(slot)
+        if slot.executor is None:
+            slot.executor = ProcessPoolExecutor(
+                1,
                 mp_context=multiprocessing.get_context("spawn"),  # no forked event loop or sockets
                 initializer=_start_worker,
                 initargs=(os.getpid(),),
             )
-            self._sent_to_executor = 0
-        self._sent_to_executor += 1
-        return self._executor
+            slot.documents = 0
+        slot.documents += 1
+        return slot.executor
 
-    def _retire(self) -> None:
-        """Let the current pool finish what it holds, then its processes exit; the next
-        document starts a new pool (fresh processes, their memory back to the system)."""
-        executor, self._executor = self._executor, None
+    @staticmethod
+    def _retire(slot: _Slot) -> None:
+        """Its process exits (it holds no document); the next document starts a new one."""
+        executor, slot.executor = slot.executor, None
         if executor is not None:
             executor.shutdown(wait=False)
 
-    async def prepare(self, source: bytes, options: PrepareOptions) -> Prepared:
-        """`prepare(source, options)`, off the event loop unless the file is tiny text."""
+    @staticmethod
+    def _kill(slot: _Slot) -> None:
+        """Stop the slot's process now, mid-document (no public way to stop a running task)."""
+        executor, slot.executor = slot.executor, None
+        if executor is not None:
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.kill()
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def prepare(
+        self, source: bytes, options: PrepareOptions, *, turn: Hashable = None
+    ) -> Prepared:
+        """`prepare(source, options)`, off the event loop unless the file is tiny text.
+        `turn`: whose document it is (the tenant); waiting documents get a worker tenant
+        by tenant in turn."""
         if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
             return self.work(source, options)
-        if self._slots is None:
-            # Threads (workers=0) are not bounded here: the default thread pool is.
-            self._slots = asyncio.Semaphore(self.workers or 1_000_000)
-        async with self._slots:
-            executor = self._pool()
-            self._trims_owed += 1
+        loop = asyncio.get_running_loop()
+        self._trims_owed += 1
+        if not self._slots:  # threads: the default thread pool bounds them; no budget
+            return await loop.run_in_executor(None, self.work, source, options)
+        if self._queue is None:
+            self._queue = FairQueue(self._slots)
+        slot = await self._queue.acquire(turn)
+        try:
+            executor = self._executor(slot)
+            running = loop.run_in_executor(executor, within_budget, self.work, source, options)
+            budget = options.cpu_seconds
             try:
-                return await asyncio.get_running_loop().run_in_executor(
-                    executor, self.work, source, options
-                )
+                wall = None if budget is None else WALL_FACTOR * budget
+                return await asyncio.wait_for(running, wall)
+            except TimeoutError:
+                self._kill(slot)
+                raise _over_budget(budget or 0) from None
+            except OverBudget:
+                self._retire(slot)  # a fresh process for the next document
+                raise
             except BrokenProcessPool as exc:
-                self._discard(executor)
+                logger.warning("ingestion worker lost; a new one takes its place")
+                self._kill(slot)
                 raise WorkerLost("The process preparing the document stopped.") from exc
+            except asyncio.CancelledError:
+                self._kill(slot)  # nobody waits for its result: do not finish it
+                raise
+        finally:
+            self._queue.release(slot)
 
     def release_memory(self) -> None:
         """Hand the memory a large document left free back to the system, in a thread.
@@ -153,14 +245,18 @@ class PreparePool:
             self._trim_again = False
             await asyncio.to_thread(trim, 0)
 
-    def _discard(self, broken: Executor | None) -> None:
-        if broken is not None and broken is self._executor:
-            logger.warning("ingestion worker lost; starting a new pool")
-            self._executor = None
-            broken.shutdown(wait=False, cancel_futures=True)
+    def terminate(self) -> None:
+        """Stop the worker processes now, mid-document (shutdown: what they were preparing
+        is handed back to another process, not finished here)."""
+        for slot in self._slots:
+            executor = slot.executor
+            self._kill(slot)
+            if executor is not None:
+                executor.shutdown(wait=True)
 
     def shutdown(self) -> None:
         """Stop the worker processes (a later document starts new ones)."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        for slot in self._slots:
+            executor, slot.executor = slot.executor, None
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)

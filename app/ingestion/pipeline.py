@@ -90,6 +90,8 @@ class IngestionDeps:
     leases: LeaseKeeper = field(init=False)
     max_chars: int = 30_000_000
     max_pages: int = 2000
+    cpu_seconds: float | None = None
+    """CPU budget of one document in a worker process; None: unbounded."""
     preparer: PreparePool = field(default_factory=PreparePool)
     """Where extraction, sanitising and chunking run (worker processes in the API)."""
     batches: CoalescingEmbedder = field(init=False)
@@ -119,6 +121,7 @@ class IngestionDeps:
             max_attempts=settings.ingestion_max_attempts,
             max_chars=settings.max_document_chars,
             max_pages=settings.max_pdf_pages,
+            cpu_seconds=settings.ingest_document_cpu_seconds,
             preparer=preparer or PreparePool(),
         )
 
@@ -158,6 +161,7 @@ class IngestionDeps:
             max_chars=self.max_chars,
             max_pages=self.max_pages,
             keep_text=kind == "attachment",
+            cpu_seconds=self.cpu_seconds,
         )
 
 
@@ -174,14 +178,20 @@ class _NotClaimed(Exception):
 
 
 SKIPPED = "skipped"
+STOPPED = "stopped"
 
 
-async def _set(
-    deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, **values: Any
+async def _progress(
+    deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID, value: float
 ) -> None:
+    """Record progress, and stop here if the document was deleted or taken over meanwhile."""
     async with deps.sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant
-        await IngestionRepository(db, kind, tenant).set(oid, **values)
+        held = await IngestionRepository(db, kind, tenant).progress(oid, deps.leases.owner, value)
+    if held == "gone":
+        raise _Deleted
+    if held == "taken":
+        raise _NotClaimed
 
 
 async def _fail(
@@ -198,10 +208,22 @@ async def ingest(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.U
     another live process: a duplicate or late job is harmless)."""
     if not deps.leases.hold(kind, tenant, oid):
         return SKIPPED
+    status = STOPPED  # cancelled: the process is stopping
     try:
-        return await _attempts(deps, kind, tenant, oid)
+        status = await _attempts(deps, kind, tenant, oid)
+        return status
     finally:
-        deps.leases.release(kind, tenant, oid)
+        deps.leases.release(kind, tenant, oid, finished=status not in (SKIPPED, STOPPED))
+
+
+async def stop(deps: IngestionDeps, wait_seconds: float = 5.0) -> int:
+    """Shutdown: take no new document, cancel those under way, stop the worker processes
+    (mid-document: they are not waited for) and hand every unfinished document back for
+    another process to take at once. The number handed back."""
+    deps.leases.begin_stop()
+    handing = asyncio.ensure_future(deps.leases.hand_off(wait_seconds))
+    await asyncio.to_thread(deps.preparer.terminate)
+    return await handing
 
 
 async def _attempts(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uuid.UUID) -> str:
@@ -217,6 +239,8 @@ async def _attempts(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: uui
             await _fail(deps, kind, tenant, oid, str(exc))
             return "failed"
         except Exception as exc:  # transient (database, embedder endpoint): try again
+            if deps.leases.stopping:  # the worker pool was stopped under it: handed back
+                return STOPPED
             logger.warning(
                 "ingestion attempt failed",
                 extra={"kind": kind, "id": str(oid), "attempt": attempt},
@@ -239,14 +263,16 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
     if source is None:
         raise _Failed("The file is missing.")
     try:  # CPU work for seconds on a large file: off the event loop
-        prepared = await deps.preparer.prepare(source, deps.prepare_options(kind, content_type))
+        prepared = await deps.preparer.prepare(
+            source, deps.prepare_options(kind, content_type), turn=tenant
+        )
     except PrepareError as exc:
         raise _Failed(str(exc)) from exc
     del source, claimed  # a large file's bytes are not kept while it is embedded
     chunks = prepared.chunks
     batched = len(chunks) > EMBED_BATCH  # progress is worth a write only for long documents
     if batched:
-        await _set(deps, kind, tenant, oid, progress=0.15)
+        await _progress(deps, kind, tenant, oid, 0.15)
 
     vectors: list[array[float]] = []
     for start in range(0, len(chunks), EMBED_BATCH):
@@ -256,8 +282,8 @@ async def _ingest_once(deps: IngestionDeps, kind: Kind, tenant: uuid.UUID, oid: 
         vectors += [array("f", v) for v in await deps.batches.embed(inputs)]
         done = start + len(batch)
         if batched and done < len(chunks):
-            progress = round(0.15 + 0.8 * done / len(chunks), 3)
-            await _set(deps, kind, tenant, oid, progress=progress)
+            # Between batches: a document deleted meanwhile is not embedded to the end.
+            await _progress(deps, kind, tenant, oid, round(0.15 + 0.8 * done / len(chunks), 3))
 
     values: dict[str, Any] = {
         "status": "ready",
@@ -299,11 +325,17 @@ async def _claim_together(
     tenant. None for one not claimed (see `IngestionRepository.claim`)."""
     found: dict[_Claim, _Claimed] = {}
     for tenant, group in _by_tenant(claims).items():
-        async with deps.sessionmaker() as db, db.begin():
-            db.info[TENANT] = tenant
-            rows = await IngestionRepository(db, kind, tenant).claim(
-                [c.oid for c in group], deps.leases.owner, deps.lease_seconds, deps.max_attempts
-            )
+        if deps.leases.stopping:  # shutting down: not claimed, handed back with the rest
+            break
+        with deps.leases.claiming():
+            async with deps.sessionmaker() as db, db.begin():
+                db.info[TENANT] = tenant
+                rows = await IngestionRepository(db, kind, tenant).claim(
+                    [c.oid for c in group],
+                    deps.leases.owner,
+                    deps.lease_seconds,
+                    deps.max_attempts,
+                )
         deps.leases.claimed(kind, tenant, rows)
         found.update({_Claim(tenant, oid): row for oid, row in rows.items()})
     return [found.get(claim) for claim in claims]

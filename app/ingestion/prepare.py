@@ -30,6 +30,8 @@ class PrepareOptions:
     """The most pages a PDF may have."""
     keep_text: bool = False
     """Return the whole text too (an attachment stores it), not only the chunks."""
+    cpu_seconds: float | None = None
+    """The CPU budget of the document in a worker process (`app.ingestion.offload`)."""
 
 
 @dataclass(frozen=True)

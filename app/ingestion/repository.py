@@ -178,6 +178,31 @@ class IngestionRepository:
         )
         return set(rows)
 
+    async def progress(self, oid: uuid.UUID, owner: str, value: float) -> str:
+        """Record `owner`'s progress on a document it holds: `held`; else `gone` (deleted
+        meanwhile) or `taken` (another process holds it now, or it is no longer in
+        flight). The embedding loop writes it between batches, so a deleted document stops
+        there instead of being embedded to the end (issue 33)."""
+        model = self.model
+        written = await self.db.scalar(
+            update(model)
+            .where(
+                model.tenant_id == self.tenant_id,
+                model.id == oid,
+                model.claimed_by == owner,
+                model.status == "processing",
+            )
+            .values(progress=value)
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        if written is not None:
+            return "held"
+        there = await self.db.scalar(
+            select(model.id).where(model.tenant_id == self.tenant_id, model.id == oid)
+        )
+        return "taken" if there is not None else "gone"
+
     async def lock_present(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str | None]:
         """Lock the documents still there (in id order: concurrent writers queue, never
         deadlock), so none is deleted between indexing its chunks and marking it ready;
@@ -207,6 +232,29 @@ class IngestionRepository:
             .values(status="failed", error=error, progress=1.0, **CLEARED_CLAIM)
             .execution_options(synchronize_session=False)
         )
+
+    async def hand_off(self, ids: Sequence[uuid.UUID], owner: str) -> int:
+        """A stopping process gives back what it held: its claims (the attempt it counted
+        undone: a shutdown is not the document's fault) and the `pending` documents it had
+        jobs for. Both become `processing` with no claim, which the recovery of any process
+        queues again at its next scan (a lapsed lease), not a lease or a pending grace later.
+        The number of documents handed back."""
+        model = self.model
+        mine = and_(model.claimed_by == owner, model.status == "processing")
+        queued = and_(model.id == _ids(ids), model.status == "pending", model.claimed_by.is_(None))
+        rows = await self.db.scalars(
+            update(model)
+            .where(model.tenant_id == self.tenant_id, or_(mine, queued))
+            .values(
+                status="processing",
+                claimed_by=None,
+                lease_expires_at=None,
+                attempts=case((mine, func.greatest(model.attempts - 1, 0)), else_=model.attempts),
+            )
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        return len(list(rows))
 
     async def requeue(
         self, ids: Sequence[uuid.UUID], pending_grace: float, max_attempts: int
