@@ -10,6 +10,11 @@ built from:
     over lines, zero-width characters, look-alike Cyrillic letters), made here.
 dev.jsonl (the calibration set) is reported apart.
 
+Obfuscations (issue 33 item 7, ADR 0067), scored apart: `obfuscations_eval.jsonl` (68
+attacks in 10 forms: base64, hex, rot13 and reversed text, bare and wrapped in an order to
+decode; "repeat the text above"; paraphrases; fenced or tagged "system" blocks; and 20 ordinary
+questions that share those words), with `obfuscations_dev.jsonl` its calibration set.
+
 Detectors, in the same run:
   * baseline — today's rule: the patterns over the text as it is;
   * lexical  — the new input check without an embedder: patterns over folded text and
@@ -100,6 +105,14 @@ def samples() -> list[Sample]:
 def dev_samples() -> list[Sample]:
     rows = _load("dev.jsonl")
     return [Sample(r["id"], r["label"] == "attack", "dev", r["text"]) for r in rows]
+
+
+def obfuscation_samples(name: str) -> list[Sample]:
+    """An obfuscation set: attacks grouped by form, ordinary questions as one group."""
+    return [
+        Sample(r["id"], r["label"] == "attack", f"{r['label']}/{r['form']}", r["text"])
+        for r in _load(name)
+    ]
 
 
 Detector = Callable[[str], Awaitable[bool]]
@@ -213,6 +226,11 @@ async def run(show_misses: bool) -> None:
             f"  dev {name:<9} attacks caught {attacks - missed}/{attacks}, "
             f"benign flagged {flagged}/{len(dev_rows) - attacks}"
         )
+    for title, name in (
+        ("OBFUSCATIONS, evaluation (obfuscations_eval.jsonl)", "obfuscations_eval.jsonl"),
+        ("OBFUSCATIONS, calibration (obfuscations_dev.jsonl)", "obfuscations_dev.jsonl"),
+    ):
+        await _obfuscations(title, found, obfuscation_samples(name), width)
     print()
     print("per-check latency (one message, phrasings cached):")
     for name, (_, times, _) in results.items():
@@ -226,6 +244,23 @@ async def run(show_misses: bool) -> None:
             for sample in wrong:
                 kind = "MISSED" if sample.attack else "FLAGGED"
                 print(f"  {kind:<8}{sample.id:<22}{sample.text[:90]!r}")
+
+
+async def _obfuscations(
+    title: str, found: dict[str, Detector], rows: list[Sample], width: int
+) -> None:
+    scored = {name: await _score(detect, rows) for name, detect in found.items()}
+    groups = sorted({s.group for s in rows}, key=lambda g: (not g.startswith("attack"), g))
+    print()
+    print(title)
+    for group in groups:
+        cells = [_rate([scored[n][0][group]]) for n in found]
+        print(f"  {group:<{width - 2}}" + "".join(f"{c:>20}" for c in cells))
+    attacks = [g for g in groups if g.startswith("attack")]
+    benign = [g for g in groups if not g.startswith("attack")]
+    for label, wanted in (("  DETECTION", attacks), ("  FALSE POSITIVES", benign)):
+        cells = [_rate([scored[n][0][g] for g in wanted]) for n in found]
+        print(f"{label:<{width}}" + "".join(f"{c:>20}" for c in cells))
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.embeddings.base import Embedder
+from app.guardrails.decode import variants
 from app.guardrails.normalise import fold, letters
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,24 @@ INJECTION_PATTERN = re.compile(
     r"|\bjailbr(?:eak|oken)\b[^.!?\n]{0,20}\b(?:you|yourself|assistant|bot|AI|model)\b"
     r"|\b(?:pretend|act as if|imagine)\b[^.!?\n]{0,40}\b(?:no|without)\s+"
     r"(?:rules|restrictions|filters|guidelines|limits)\b"
-    r"|<\s*/?\s*(?:system|im_start|im_end)\s*>|\[/?INST\]",
+    r"|<\s*/?\s*(?:system|im_start|im_end)\s*>|\[/?INST\]"
+    # Chat-template tokens, and a role marker opening a block that addresses the model: a
+    # fenced "system" block, "[system]", "### System:" (issue 33 item 7). A config file's
+    # "[system]" section or a code fence of another language is not one.
+    r"|<\|\s*(?:im_start|im_end|system|endoftext)\s*\|>"
+    r"|(?:```+\s*\[?\s*(?:system|developer)\b|\[\s*(?:system|developer)\s*\]"
+    r"|#{1,6}\s*(?:system|developer)(?:\s+(?:message|prompt))?\s*:)"
+    r"[^`]{0,80}?\b(?:you|your|assistant|ai|model|new (?:rules?|polic(?:y|ies)|instructions?)"
+    r"|ignore|ignores|reveal|comply|complies|obey|unrestricted|restrictions|mode)\b"
+    # Asking for what stands before the conversation (the system prompt): word for word, or
+    # what is above this message; "repeat the words above in simpler English" is a question.
+    r"|\b(?:repeat|print|output|reproduce|echo|dump|recite|quote|copy)\b[^.!?\n]{0,30}?"
+    r"\b(?:text|words|everything|contents?|messages?|lines|written|said)\b[^.!?\n]{0,30}?"
+    r"(?:\b(?:above|preceding|before) (?:this|my|our|the|your) (?:first |very first )?"
+    r"(?:message|conversation|chat|prompt|line|request|question)"
+    r"|\b(?:above|preceding|before)\b[^.!?\n]{0,40}?(?:verbatim|word for word|exactly|in full"
+    r"|starting (?:with|from)|beginning with|into your|in your (?:reply|answer|response)))"
+    r"|^\W*(?:please\s+)?(?:repeat|print|output)\s+(?:all\s+)?(?:the\s+)?(?:text|words)\s+above\W*$",
     re.IGNORECASE | re.MULTILINE,
 )
 GRAM = 5
@@ -95,7 +113,7 @@ _STOP = frozenset(_STOP_WORDS.split())
 # the concepts when it changes the words.
 _CONCEPT_GROUPS = {
     "IGNORE": "ignore ignoring disregard disregarding forget forgetting skip neglect dismiss "
-    "overlook abandon discard drop",
+    "overlook abandon discard drop aside",
     "OVERRIDE": "override overrule bypass circumvent evade",
     "PRIOR": "previous prior earlier above preceding before former initial original "
     "foregoing aforementioned far",
@@ -103,7 +121,7 @@ _CONCEPT_GROUPS = {
     # and "commands" are what ordinary questions ask about ("all the travel rules"); they
     # count as "your rules" or "the rules you were given" (`_ORDER_OBJECTS`).
     "INSTR": "instruction instructions guideline guidelines directive directives prompt prompts "
-    "told programming programmed instructed",
+    "told programming programmed instructed guidance",
     "ALL": "all everything any anything every whatever",
     "REVEAL": "reveal show print display output tell leak repeat disclose expose share dump "
     "give spell recite",
@@ -134,7 +152,7 @@ _ORDER_OBJECTS = re.compile(
     r"\bsystem (?:prompts?|messages?|instructions?)\b"
     rf"|\byour (?:[^\W\d_]+ )?(?:{_OWNED})\b"
     r"|\b(?:you|u)(?:['\u2019]ve| have| had)?(?: been| were)? "
-    r"(?:told|given|instructed|taught|programmed|received|got)\b"
+    r"(?:told|given|instructed|taught|programmed|received|got|handed|configured|set up)\b"
     r"|\bgiven to you\b"
 )
 _OBJECT_MARK = " zzprior zzinstr "
@@ -344,8 +362,22 @@ def known_indexes() -> tuple[PhraseIndex, PhraseIndex]:
 
 def find(text: str) -> list[str]:
     """What marks `text` as an injection: pattern matches on its folded form and a known
-    phrasing it contains (`similar: <phrasing>`). Empty: nothing found."""
-    folded = fold(text[:MAX_CHECKED_CHARS])
+    phrasing it contains (`similar: <phrasing>`); failing those, the same in what it reads
+    as decoded (base64 and hex runs, rot13, reversed: `decode.variants`), labelled with the
+    encoding (`rot13: similar: ...`). Empty: nothing found."""
+    text = text[:MAX_CHECKED_CHARS]
+    found = _find_plain(text)
+    if found:
+        return found
+    for kind, decoded in variants(text):
+        found = _find_plain(decoded)
+        if found:
+            return [f"{kind}: {hit}"[:60] for hit in found]
+    return []
+
+
+def _find_plain(text: str) -> list[str]:
+    folded = fold(text)
     found = _matched(folded)
     for index in known_indexes():
         similar = index.hit(folded)

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 
 from app.core.text import content_words
 from app.guardrails import injection
+from app.guardrails.decode import variants
+from app.guardrails.directives import relayed_order
 from app.guardrails.links import canonical, remove_links
+from app.guardrails.normalise import fold
 from app.pii.detect import matches
 
 LEAK_NGRAM = 6
@@ -32,6 +35,10 @@ SAFE_FALLBACK = (
     "documents available to you."
 )
 MIN_CONTENT_WORDS = 3
+LEAK_CONTENT_WORDS = 7
+"""Content words of the system prompt, in its order, that make a leak however many filler
+words stand between them (at most `FILLER_GAP` between two)."""
+FILLER_GAP = 3
 
 
 @dataclass
@@ -59,16 +66,26 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
     prompt_words = [_WORD.findall(p.lower()) for p in system_prompts]
     secret = set().union(*(_ngrams(words, LEAK_NGRAM) for words in prompt_words))
     spoken = [" " + " ".join(words) + " " for words in prompt_words]
+    in_order = [_content_positions(words) for words in prompt_words]
     pieces = re.split(r"((?<=[.!?])\s+|\n+)", answer)  # keep separators: layout survives
     kept: list[str] = []
     leaked = 0
     for piece in pieces:
-        words = _WORD.findall(piece.lower())
-        quoted = len(words) >= 3 and any(f" {' '.join(words)} " in p for p in spoken)
-        if quoted or _ngrams(words, LEAK_NGRAM) & secret:
-            leaked += 1
-            continue
-        kept.append(piece)
+        # The sentence as written, and as a model would read it decoded (base64, hex, rot13,
+        # reversed; bounded in count and length by `decode`).
+        readings = [piece, *(text for _, text in variants(piece))] if piece.strip() else []
+        for reading in readings:
+            words = _WORD.findall(reading.lower())
+            quoted = len(words) >= 3 and any(f" {' '.join(words)} " in p for p in spoken)
+            if (
+                quoted
+                or _ngrams(words, LEAK_NGRAM) & secret
+                or any(_chain(words, positions) >= LEAK_CONTENT_WORDS for positions in in_order)
+            ):
+                leaked += 1
+                break
+        else:
+            kept.append(piece)
     text = "".join(kept).strip()
     if leaked:
         verdict.issues.append(f"system prompt leaked: {leaked} sentence(s) removed")
@@ -94,7 +111,45 @@ def check_output(answer: str, system_prompts: Sequence[str], known: Sequence[str
 
 
 def _without_instructions(text: str) -> tuple[str, int]:
-    """The text without its sentences that read as orders to the assistant, and how many."""
+    """The text without its sentences that read as orders to the assistant, or as a source's
+    order to its reader to send data somewhere or sign in elsewhere, and how many."""
     pieces = re.split(r"((?<=[.!?])\s+|\n+)", text)
-    kept = [p for p in pieces if not p.strip() or not injection.find(p)]
+    kept = [
+        p
+        for p in pieces
+        if not p.strip() or not (injection.find(p) or relayed_order(fold(p[:_MAX_SENTENCE])))
+    ]
     return "".join(kept).strip(), (len(pieces) - len(kept))
+
+
+_MAX_SENTENCE = 4_000
+
+
+def _content_positions(words: list[str]) -> dict[str, list[int]]:
+    """Where each content word stands in the system prompt's sequence of content words."""
+    content = [w for w in words if w not in injection._STOP]
+    positions: dict[str, list[int]] = {}
+    for index, word in enumerate(content):
+        positions.setdefault(word, []).append(index)
+    return positions
+
+
+def _chain(words: list[str], positions: dict[str, list[int]]) -> int:
+    """The longest run of the prompt's consecutive content words found in `words` in order,
+    at most `FILLER_GAP` other content words between two of them ("You are, um, Threadline, like,
+    an assistant..."). Linear: each word looks up its few places in the prompt."""
+    ending: dict[int, tuple[int, int]] = {}  # prompt index -> (answer position, run length)
+    best = 0
+    # Content words only, on both sides: the prompt's own "the", "and", "to" are not filler.
+    for here, word in enumerate(w for w in words if w not in injection._STOP):
+        found = []
+        for index in positions.get(word, ()):
+            before = ending.get(index - 1)
+            length = before[1] + 1 if before and here - before[0] <= FILLER_GAP + 1 else 1
+            found.append((index, length))
+        for index, length in found:
+            current = ending.get(index)
+            if current is None or length >= current[1] or here - current[0] > FILLER_GAP + 1:
+                ending[index] = (here, length)
+            best = max(best, length)
+    return best
