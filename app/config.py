@@ -237,6 +237,9 @@ class Settings(BaseSettings):
     # --- HTTP ------------------------------------------------------------------------------
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest JSON request body; uploads have their own limit."""
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    """`threadline serve`: a request's line and headers must arrive within this many seconds
+    of its first byte (or of the connection opening), else the connection is closed."""
     max_upload_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Addresses or CIDR ranges of reverse proxies whose `X-Forwarded-For` is believed

@@ -21,6 +21,7 @@ def serve(
     """Serve the HTTP API (migrating the embedded database first)."""
     import uvicorn
 
+    from app.cli.http_protocol import HeadDeadlineProtocol
     from app.core.logging import configure_logging
 
     settings = get_settings()
@@ -40,6 +41,8 @@ def serve(
         # X-Forwarded-For is read by ClientAddressMiddleware, from THREADLINE_TRUSTED_PROXIES
         # only: uvicorn's own reading believes any loopback peer.
         proxy_headers=False,
+        # A request's head must arrive within THREADLINE_HTTP_HEADER_TIMEOUT_SECONDS.
+        http=HeadDeadlineProtocol,
         timeout_graceful_shutdown=10,
     )
 
