@@ -55,9 +55,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(ContentTypeMiddleware)
-    # Per request for the API's answers; the web app's files come compressed once (app.web.assets),
-    # which this leaves alone, as it does event streams.
-    app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=6)
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_bytes=settings.max_body_bytes,
@@ -68,7 +65,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         HostMiddleware, allowed_hosts=settings.allowed_hosts, hsts_seconds=settings.hsts_seconds
     )
     app.add_middleware(RequestContextMiddleware)  # every response gets an id
-    app.add_middleware(OpenAIErrorMiddleware)  # outermost: any error under /v1 in OpenAI's shape
+    app.add_middleware(OpenAIErrorMiddleware)  # any error under /v1 in OpenAI's shape
+    # Outermost, so it compresses what every other middleware wrote (an error rewritten under
+    # /v1 was sent with the inner compression's header over a plain body). Per request for
+    # the API's answers; the web app's files come compressed once (app.web.assets), which this
+    # leaves alone, as it does event streams.
+    app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=6)
     for router in (
         ops_router,
         metrics_router,
