@@ -34,6 +34,7 @@ from app.conversation.streaming.buffer import (
     buffered_events,
 )
 from app.conversation.turn.events import DoneEvent, DoneExtras
+from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.schemas import chat_answer
 from app.conversation.turn.types import SourceRef
 from app.core.db import TENANT
@@ -126,7 +127,7 @@ class OrphanFinisher:
                 turn_id,
                 status="incomplete",
                 answer=stored,
-                context_metadata=metadata,
+                manifest=Manifest.model_validate(metadata),
                 latency_ms=done["latency_ms"],
                 completion_tokens=done["usage"]["completion_tokens"],
             )

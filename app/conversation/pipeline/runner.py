@@ -32,6 +32,7 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import initial_state, public_triage
 from app.conversation.repository import TurnRepository
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
+from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.schemas import public_source
 from app.conversation.turn.types import ChatMessage
 from app.core.db_outage import is_db_unavailable, retry_through_outage
@@ -290,7 +291,10 @@ class TurnRunner:
         async def write() -> None:
             async with ctx.transaction(turn.tenant_id) as db:
                 await TurnRepository(db, turn.tenant_id).finish_unfinished(
-                    turn.turn_id, status=status, answer=answer, context_metadata=metadata
+                    turn.turn_id,
+                    status=status,
+                    answer=answer,
+                    manifest=Manifest.model_validate(metadata),
                 )
 
         try:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import TriageRecord, Validation
 from app.conversation.turn.types import ChatMessage
 
 MAX_MESSAGE_CHARS = 32_000
@@ -99,13 +101,13 @@ class ChatResponse(BaseModel):
     answer: str
     sources: list[SourceOut]
     query_composition: str
-    context_metadata: dict[str, Any]
+    context_metadata: Manifest
     usage: UsageOut
     model: str
     latency_ms: int | None
-    triage: dict[str, Any] | None = None
+    triage: TriageRecord | None = None
     """{route, skip_llm, log}: what the input guardrail and triage decided."""
-    validation: dict[str, Any] | None = None
+    validation: Validation | None = None
     """{sources: {grounded, confidence, issues}, output_guardrail: {safe, issues}}."""
     stopped: bool = False
     """True when the turn was stopped on request (then `status` is `incomplete`)."""
