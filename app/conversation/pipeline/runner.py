@@ -222,7 +222,7 @@ class TurnRunner:
         if node in ("validate_output", "answer_early"):
             return TurnEvent("sources", {"sources": public_sources(state)})
         if node == "persist":
-            metadata = public_metadata(state["context_metadata"])
+            metadata = Manifest.model_validate(public_metadata(state["context_metadata"]))
             return DoneEvent(
                 turn_id=turn.turn_id,
                 session_id=turn.session_id,
@@ -233,7 +233,7 @@ class TurnRunner:
                 context_metadata=metadata,
                 extras=DoneExtras(
                     model=state["model"],
-                    latency_ms=metadata.get("latency_ms"),
+                    latency_ms=metadata.latency_ms,
                     node_ms=progress.node_ms,
                     turn_ms=round((time.time() - turn.started_at) * 1000, 3),
                 ),
