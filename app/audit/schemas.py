@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from app.conversation.turn.manifest import Manifest
+
 
 class AuditTurn(BaseModel):
     """One turn in an audit listing: who, when, and how its context was built, without the text."""
@@ -18,7 +20,8 @@ class AuditTurn(BaseModel):
     created_at: datetime
     status: str
     query_composition: str | None
-    context_metadata: dict[str, Any]
+    context_metadata: Manifest
+    """The turn's manifest as stored, the admin audit's part included."""
 
 
 class AuditTurnPage(BaseModel):

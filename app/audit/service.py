@@ -20,6 +20,7 @@ from app.audit.schemas import (
 from app.auth.principal import Principal
 from app.conversation.repository import TurnRepository
 from app.conversation.turn.filters import TurnFilters
+from app.conversation.turn.manifest import Manifest
 from app.core.errors import BadRequest, NotFound
 from app.core.pagination import Cursor, split_page
 from app.models import QueryHistory
@@ -33,7 +34,7 @@ def _summary(turn: QueryHistory) -> AuditTurn:
         created_at=turn.created_at,
         status=turn.status,
         query_composition=turn.query_composition,
-        context_metadata=turn.context_metadata,
+        context_metadata=Manifest.read(turn.context_metadata, turn.manifest_version),
     )
 
 
@@ -80,7 +81,7 @@ async def read_turn(db: AsyncSession, admin: Principal, turn_id: uuid.UUID) -> A
         db, admin, "audit.turn.read", target_user_id=turn.user_id, resource=f"turns/{turn.id}"
     )
     return AuditTurnRecord(
-        **_summary(turn).model_dump(),
+        **dict(_summary(turn)),
         user_query=turn.user_query,
         answer=turn.answer,
         attachment_ids=turn.attachment_ids,

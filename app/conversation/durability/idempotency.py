@@ -40,7 +40,7 @@ from typing import Any, Literal
 from redis.exceptions import RedisError
 
 from app.conversation.streaming.run import Finisher, RunOutcome
-from app.conversation.turn.schemas import ChatRequest, chat_answer
+from app.conversation.turn.schemas import ChatRequest, ChatResponse
 from app.core.errors import ServiceUnavailable, UnprocessableEntity
 from app.core.redis import RedisHandle
 from app.pii.marks import is_erased
@@ -336,7 +336,7 @@ class IdempotencyStore:
 
 
 def response_of(outcome: RunOutcome) -> dict[str, Any]:
-    """The `/chat` answer of a finished run (a stopped one included)."""
+    """The `/chat` answer of a finished run (a stopped one included), as recorded."""
     assert outcome.terminal is not None
-    turn = outcome.turn
-    return chat_answer(turn.session_id, turn.turn_id, outcome.terminal.data, outcome.sources)
+    assert outcome.terminal.done is not None
+    return ChatResponse.of(outcome.terminal.done, outcome.sources).model_dump(mode="json")

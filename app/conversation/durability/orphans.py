@@ -34,7 +34,8 @@ from app.conversation.streaming.buffer import (
     buffered_events,
 )
 from app.conversation.turn.events import DoneEvent, DoneExtras
-from app.conversation.turn.schemas import chat_answer
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.schemas import ChatResponse
 from app.conversation.turn.types import SourceRef
 from app.core.db import TENANT
 from app.llm.tokens import count_tokens
@@ -114,26 +115,26 @@ class OrphanFinisher:
             if orphan is None:
                 return None
             recovered = recover(await self._events(turn_id))
-            done = self._done_event(orphan, recovered, reason)
-            answer = done["answer"]
+            ending = self._done_event(orphan, recovered, reason)
+            done = ending.data()
+            answer = ending.answer
             stored = anonymize(answer).text if ctx.settings.pii_anonymize else answer
-            metadata = {
-                **done["context_metadata"],
-                "latency_ms": done["latency_ms"],
-                "error": {"code": reason},
-            }
+            latency_ms = ending.extras.get("latency_ms")
+            manifest = ending.context_metadata.merged(
+                {"latency_ms": latency_ms, "error": {"code": reason}}
+            )
             await TurnRepository(db, tenant_id).finish_unfinished(
                 turn_id,
                 status="incomplete",
                 answer=stored,
-                context_metadata=metadata,
-                latency_ms=done["latency_ms"],
-                completion_tokens=done["usage"]["completion_tokens"],
+                manifest=manifest,
+                latency_ms=latency_ms,
+                completion_tokens=ending.usage["completion_tokens"],
             )
         logger.warning("finished an orphaned turn", extra={"turn": str(turn_id), "reason": reason})
         if recovered.ended is None:
             await self._end_buffer(turn_id, done)
-        await self._record_answer(orphan, done, recovered.sources)
+        await self._record_answer(orphan, ending, recovered.sources)
         try:
             async with _transaction(sessionmaker or ctx.sessionmaker, tenant_id) as db:
                 await ctx.history.refresh(db, tenant_id, orphan.session_id)
@@ -153,7 +154,7 @@ class OrphanFinisher:
             logger.warning("stream buffer unavailable: orphan finished without its text")
             return []
 
-    def _done_event(self, orphan: Orphan, recovered: Recovered, reason: str) -> dict[str, Any]:
+    def _done_event(self, orphan: Orphan, recovered: Recovered, reason: str) -> DoneEvent:
         partial = recovered.partial
         if recovered.ended is not None and recovered.ended.name == "done":
             partial = str(recovered.ended.data.get("answer", partial))
@@ -173,9 +174,10 @@ class OrphanFinisher:
             answer=answer,
             query_composition=recovered.meta.get("query_composition"),
             usage={"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion},
-            context_metadata={"validation": checked.validation},  # no triage record: None
+            # no triage record: None
+            context_metadata=Manifest.model_validate({"validation": checked.validation}),
             extras=DoneExtras(stopped=True, reason=reason, latency_ms=latency_ms),
-        ).data()
+        )
 
     async def _end_buffer(self, turn_id: uuid.UUID, done: dict[str, Any]) -> None:
         try:
@@ -184,11 +186,11 @@ class OrphanFinisher:
             logger.warning("could not end an orphaned turn's stream buffer", exc_info=True)
 
     async def _record_answer(
-        self, orphan: Orphan, done: dict[str, Any], sources: list[dict[str, Any]]
+        self, orphan: Orphan, done: DoneEvent, sources: list[dict[str, Any]]
     ) -> None:
         if orphan.idempotency_key is None:
             return
-        response = chat_answer(orphan.session_id, orphan.turn_id, done, sources)
+        response = ChatResponse.of(done, sources).model_dump(mode="json")
         try:
             await self.idempotency.record_orphan_answer(
                 orphan.idempotency_key, orphan.user_id, orphan.turn_id, response

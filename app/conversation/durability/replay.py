@@ -20,8 +20,9 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.repository import TurnRepository
 from app.conversation.streaming.resume import check_resumable
 from app.conversation.streaming.sse import format_event
-from app.conversation.turn.events import DoneEvent
-from app.conversation.turn.schemas import ChatResponse, chat_answer, public_source
+from app.conversation.turn.events import DoneEvent, DoneExtras
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.schemas import ChatResponse, public_source
 from app.core.errors import Conflict, NotFound
 from app.models import QueryHistory
 from app.observability import metrics
@@ -36,44 +37,54 @@ def first_request_failed() -> Conflict:
     )
 
 
-async def stored_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
-    """A stored `/chat` answer as a stream: meta, the whole answer as one token, sources, done."""
-    meta = {k: response[k] for k in ("session_id", "turn_id", "query_composition")}
+async def stored_events(recorded: dict[str, Any]) -> AsyncIterator[bytes]:
+    """A stored `/chat` answer (as recorded under its key) as a stream: meta, the whole answer
+    as one token, sources, done."""
+    response = ChatResponse.model_validate(recorded)
+    meta = {
+        "session_id": str(response.session_id),
+        "turn_id": str(response.turn_id),
+        "query_composition": response.query_composition,
+    }
     yield format_event(1, "meta", meta)
-    yield format_event(2, "token", {"text": response["answer"]})
-    yield format_event(3, "sources", {"sources": response["sources"]})
-    yield format_event(4, "done", DoneEvent.replayed(response).data())
+    yield format_event(2, "token", {"text": response.answer})
+    yield format_event(3, "sources", {"sources": [s.model_dump() for s in response.sources]})
+    yield format_event(4, "done", response.done_event().data())
 
 
-def stored_response(turn: QueryHistory) -> dict[str, Any]:
+def stored_response(turn: QueryHistory) -> ChatResponse:
     """The `/chat` answer of a finished turn, from its row alone: for a retry whose first
     request's process stored the turn but died (or lost Redis) before recording the answer
     under the key. Its sources are the manifest's (with their previews since they are
     recorded there; a turn stored before that shows them without)."""
-    metadata = turn.context_metadata or {}
-    cited = set(metadata.get("citations", {}).get("cited", []))
+    manifest = Manifest.read(turn.context_metadata, turn.manifest_version)
+    cited = set(manifest.citations.cited if manifest.citations else [])
     sources = [
-        public_source({"n": n, "source_id": "", "title": "", "snippet": "", **entry}, cited)
-        for n, entry in enumerate(metadata.get("sources", []), start=1)
+        public_source(
+            {"n": n, "source_id": "", "title": "", "snippet": "", **entry.model_dump()}, cited
+        )
+        for n, entry in enumerate(manifest.sources or [], start=1)
     ]
-    cached = int(metadata.get("prompt_cache", {}).get("cached_prompt_tokens", 0) or 0)
-    done = {
-        "status": turn.status,
-        "answer": turn.answer,
-        "query_composition": turn.query_composition,
-        "context_metadata": metadata,
-        "usage": {
+    cached = manifest.prompt_cache.cached_prompt_tokens if manifest.prompt_cache else 0
+    done = DoneEvent(
+        turn_id=turn.id,
+        session_id=turn.session_id,
+        status=turn.status,
+        answer=turn.answer,
+        query_composition=turn.query_composition,
+        usage={
             "prompt_tokens": turn.prompt_tokens,
             "completion_tokens": turn.completion_tokens,
             "cached_prompt_tokens": cached,
         },
-        "model": turn.model,
-        "latency_ms": turn.latency_ms,
-        "triage": metadata.get("triage"),
-        "validation": metadata.get("validation"),
-        "stopped": turn.status == "incomplete",
-    }
-    return chat_answer(turn.session_id, turn.id, done, sources)
+        context_metadata=manifest,
+        extras=DoneExtras(
+            model=turn.model or "",
+            latency_ms=turn.latency_ms,
+            stopped=turn.status == "incomplete",
+        ),
+    )
+    return ChatResponse.of(done, sources)
 
 
 class RetryReplay:
@@ -150,7 +161,7 @@ class RetryReplay:
             turn = await TurnRepository(db, tenant_id).get(claim.turn_id)
         if turn is None or turn.status == "pending":
             return None
-        response = stored_response(turn)
+        response = stored_response(turn).model_dump(mode="json")
         if turn.idempotency_key is not None:
             await self.guards.idempotency.record_orphan_answer(
                 turn.idempotency_key, turn.user_id, turn.id, response

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.conversation.turn.manifest import Manifest
+
 TITLE_MAX = 200
 NOT_BLANK = r"\S"
 
@@ -68,16 +70,14 @@ class TurnResponse(BaseModel):
     query_composition: str | None
     status: str
     created_at: datetime
-    context_metadata: dict[str, Any] = Field(default_factory=dict)
+    context_metadata: Manifest = Field(default_factory=Manifest)
     """How the answer's context was built (budget, sources used, quality); the output
     validation's audit detail stays for the admin audit."""
 
     @field_validator("context_metadata", mode="before")
     @classmethod
-    def _without_audit(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if k != "audit"}
-        return value or {}
+    def _without_audit(cls, value: Any) -> Manifest:
+        return (value if isinstance(value, Manifest) else Manifest.read(value)).public()
 
 
 class TurnPage(BaseModel):

@@ -32,6 +32,7 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import initial_state, public_triage
 from app.conversation.repository import TurnRepository
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
+from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.schemas import public_source
 from app.conversation.turn.types import ChatMessage
 from app.core.db_outage import is_db_unavailable, retry_through_outage
@@ -221,7 +222,7 @@ class TurnRunner:
         if node in ("validate_output", "answer_early"):
             return TurnEvent("sources", {"sources": public_sources(state)})
         if node == "persist":
-            metadata = public_metadata(state["context_metadata"])
+            metadata = Manifest.model_validate(public_metadata(state["context_metadata"]))
             return DoneEvent(
                 turn_id=turn.turn_id,
                 session_id=turn.session_id,
@@ -232,7 +233,7 @@ class TurnRunner:
                 context_metadata=metadata,
                 extras=DoneExtras(
                     model=state["model"],
-                    latency_ms=metadata.get("latency_ms"),
+                    latency_ms=metadata.latency_ms,
                     node_ms=progress.node_ms,
                     turn_ms=round((time.time() - turn.started_at) * 1000, 3),
                 ),
@@ -290,7 +291,10 @@ class TurnRunner:
         async def write() -> None:
             async with ctx.transaction(turn.tenant_id) as db:
                 await TurnRepository(db, turn.tenant_id).finish_unfinished(
-                    turn.turn_id, status=status, answer=answer, context_metadata=metadata
+                    turn.turn_id,
+                    status=status,
+                    answer=answer,
+                    manifest=Manifest.model_validate(metadata),
                 )
 
         try:

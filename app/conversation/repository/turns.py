@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     Row,
     Select,
+    SmallInteger,
     Text,
     bindparam,
     column,
@@ -32,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from app.conversation.turn.filters import TurnFilters
+from app.conversation.turn.manifest import MANIFEST_VERSION, Manifest
 from app.conversation.turn.types import HistoryTurn
 from app.core.pagination import Cursor
 from app.core.process import process_id
@@ -94,8 +96,9 @@ _COMPLETE = text(
     WITH finished_turn AS (
       UPDATE query_history
       SET status = 'complete', answer = :answer, query_composition = :composition,
-          context_metadata = :metadata, model = :model, prompt_tokens = :prompt_tokens,
-          completion_tokens = :completion_tokens, latency_ms = :latency_ms,
+          context_metadata = :metadata, manifest_version = :manifest_version, model = :model,
+          prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
+          latency_ms = :latency_ms,
           completed_at = clock_timestamp()
       WHERE tenant_id = :tenant AND id = :turn
       RETURNING id
@@ -115,6 +118,7 @@ _COMPLETE = text(
     bindparam("turn", type_=UUID(as_uuid=True)),
     bindparam("session", type_=UUID(as_uuid=True)),
     bindparam("metadata", type_=JSONB),
+    bindparam("manifest_version", type_=SmallInteger),
     bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
 )
 
@@ -250,7 +254,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
         *,
         answer: str,
         query_composition: str,
-        context_metadata: dict[str, Any],
+        manifest: Manifest,
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
@@ -267,7 +271,8 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 "session": session_id,
                 "answer": answer,
                 "composition": query_composition,
-                "metadata": context_metadata,
+                "metadata": manifest.dump(),
+                "manifest_version": MANIFEST_VERSION,
                 "model": model,
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -277,7 +282,9 @@ class TurnRepository(TenantRepository[QueryHistory]):
         row = result.one()
         return Completed(int(row.others), row.summary or "", int(row.summarized_turns or 0))
 
-    async def finish_unfinished(self, turn_id: uuid.UUID, **values: Any) -> None:
+    async def finish_unfinished(
+        self, turn_id: uuid.UUID, *, manifest: Manifest, **values: Any
+    ) -> None:
         """Like `finish`, but only for a turn still pending (never overwrite a result)."""
         await self.db.execute(
             update(QueryHistory)
@@ -286,7 +293,12 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 QueryHistory.id == turn_id,
                 QueryHistory.status == "pending",
             )
-            .values(completed_at=datetime.now(UTC), **values)
+            .values(
+                completed_at=datetime.now(UTC),
+                context_metadata=manifest.dump(),
+                manifest_version=MANIFEST_VERSION,
+                **values,
+            )
         )
 
     async def prompt_sources(self, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[Any]:

@@ -29,7 +29,8 @@ from app.conversation.service import admission
 from app.conversation.service.admission import Opening
 from app.conversation.streaming.resume import Settle, check_resumable, resumed_stream
 from app.conversation.streaming.run import Finisher, event_stream
-from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse, chat_answer
+from app.conversation.turn.events import DoneEvent
+from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.embeddings.base import prefetch
 from app.limits.limiter import Reservation
@@ -70,7 +71,7 @@ class ChatService:
             buffered=False,
             finishers=self._finishers(claim),
         )
-        done: dict[str, Any] | None = None
+        done: DoneEvent | None = None
         sources: list[dict[str, Any]] = []
         try:
             while done is None and (item := await run.next()) is not None:
@@ -80,7 +81,7 @@ class ChatService:
                 if event.name == "sources":
                     sources = event.data["sources"]
                 if event.name == "done":
-                    done = event.data
+                    done = event.done
         finally:
             if not run.finished:
                 run.cancel()  # the client went away
@@ -90,8 +91,7 @@ class ChatService:
         # client's next request sees them; the graph's checkpoint write goes on meanwhile, as
         # it does after a stream's `done`.
         await asyncio.shield(run.settled())
-        answer = chat_answer(turn.session_id, turn.turn_id, done, sources)
-        return ChatResponse.model_validate(answer)
+        return ChatResponse.of(done, sources)
 
     async def stream(
         self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None

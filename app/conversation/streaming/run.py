@@ -16,6 +16,7 @@ from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferWriter
 from app.conversation.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
+from app.conversation.turn.manifest import Manifest
 from app.llm.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class RunHandle:
             answer=ending.get("answer", "".join(self.outcome.partial)),
             query_composition=(self.outcome.meta or {}).get("query_composition"),
             usage=self.outcome.spent(),
-            context_metadata=metadata,
+            context_metadata=Manifest.model_validate(metadata),
             extras=extras,
         ).event()
 

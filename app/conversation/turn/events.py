@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from app.conversation.turn.manifest import Manifest
+
 
 @dataclass(frozen=True)
 class TurnEvent:
@@ -16,6 +18,8 @@ class TurnEvent:
     name: str
     data: dict[str, Any]
     status_code: int = 200
+    done: DoneEvent | None = field(default=None, compare=False)
+    """The typed outcome of a `done` event (what `data` serialises), for in-process readers."""
 
 
 class DoneExtras(TypedDict, total=False):
@@ -34,7 +38,7 @@ class DoneExtras(TypedDict, total=False):
 @dataclass(frozen=True)
 class DoneEvent:
     """The `done` event of a turn: its outcome, the record of its triage and validation (as
-    its context_metadata holds them), and the fields its kind of ending adds."""
+    its manifest holds them), and the fields its kind of ending adds."""
 
     turn_id: uuid.UUID
     session_id: uuid.UUID
@@ -42,27 +46,8 @@ class DoneEvent:
     answer: str
     query_composition: str | None
     usage: Mapping[str, int]
-    context_metadata: dict[str, Any]
+    context_metadata: Manifest
     extras: DoneExtras = field(default_factory=lambda: DoneExtras())
-
-    @classmethod
-    def replayed(cls, answer: Mapping[str, Any]) -> DoneEvent:
-        """The `done` of a stored `/chat` answer (schemas.chat_answer), for a retried stream."""
-        return cls(
-            turn_id=uuid.UUID(str(answer["turn_id"])),
-            session_id=uuid.UUID(str(answer["session_id"])),
-            status=answer["status"],
-            answer=answer["answer"],
-            query_composition=answer["query_composition"],
-            usage=answer["usage"],
-            context_metadata=answer["context_metadata"],
-            extras=DoneExtras(
-                sources=answer["sources"],
-                model=answer["model"],
-                latency_ms=answer["latency_ms"],
-                stopped=answer["stopped"],
-            ),
-        )
 
     def data(self) -> dict[str, Any]:
         """The event's data as it goes on the wire."""
@@ -74,12 +59,14 @@ class DoneEvent:
             "answer": self.answer,
             "query_composition": self.query_composition,
             "usage": dict(self.usage),
-            "context_metadata": metadata,
-            "triage": metadata.get("triage"),
-            "validation": metadata.get("validation"),
+            "context_metadata": metadata.dump(),
+            "triage": None if metadata.triage is None else metadata.triage.model_dump(mode="json"),
+            "validation": None
+            if metadata.validation is None
+            else metadata.validation.model_dump(mode="json"),
             **self.extras,
         }
 
     def event(self) -> TurnEvent:
-        """The `done` event itself."""
-        return TurnEvent("done", self.data())
+        """The `done` event itself (its data, and this typed outcome beside it)."""
+        return TurnEvent("done", self.data(), done=self)

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from app.conversation.turn.events import DoneEvent, DoneExtras
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import TriageRecord, Validation
 from app.conversation.turn.types import ChatMessage
 
 MAX_MESSAGE_CHARS = 32_000
@@ -99,16 +102,64 @@ class ChatResponse(BaseModel):
     answer: str
     sources: list[SourceOut]
     query_composition: str
-    context_metadata: dict[str, Any]
+    context_metadata: Manifest
     usage: UsageOut
     model: str
     latency_ms: int | None
-    triage: dict[str, Any] | None = None
+    triage: TriageRecord | None = None
     """{route, skip_llm, log}: what the input guardrail and triage decided."""
-    validation: dict[str, Any] | None = None
+    validation: Validation | None = None
     """{sources: {grounded, confidence, issues}, output_guardrail: {safe, issues}}."""
     stopped: bool = False
     """True when the turn was stopped on request (then `status` is `incomplete`)."""
+
+    @classmethod
+    def of(cls, done: DoneEvent, sources: Sequence[Mapping[str, Any]]) -> ChatResponse:
+        """The `/chat` answer of a turn's `done` and its (public) sources: what the endpoint
+        returns, what an idempotent retry gets back and what its stream replays."""
+        usage, extras, metadata = done.usage, done.extras, done.context_metadata
+        prompt, completion = (
+            int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)),
+        )
+        return cls(
+            session_id=done.session_id,
+            turn_id=done.turn_id,
+            status=done.status,
+            answer=done.answer,
+            sources=[SourceOut.model_validate(s) for s in sources],
+            query_composition=done.query_composition or "",
+            context_metadata=metadata,
+            usage=UsageOut(
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                total_tokens=int(usage.get("total_tokens", prompt + completion)),
+                cached_prompt_tokens=int(usage.get("cached_prompt_tokens", 0) or 0),
+            ),
+            model=extras.get("model") or "",
+            latency_ms=extras.get("latency_ms"),
+            triage=metadata.triage,
+            validation=metadata.validation,
+            stopped=bool(extras.get("stopped")),
+        )
+
+    def done_event(self) -> DoneEvent:
+        """The `done` of this stored answer, for a retried stream (its sources ride along)."""
+        return DoneEvent(
+            turn_id=self.turn_id,
+            session_id=self.session_id,
+            status=self.status,
+            answer=self.answer,
+            query_composition=self.query_composition,
+            usage=self.usage.model_dump(),
+            context_metadata=self.context_metadata,
+            extras=DoneExtras(
+                sources=[s.model_dump(mode="json") for s in self.sources],
+                model=self.model,
+                latency_ms=self.latency_ms,
+                stopped=self.stopped,
+            ),
+        )
 
 
 class StopResponse(BaseModel):
@@ -132,33 +183,4 @@ def public_source(source: Mapping[str, Any], cited: Collection[int]) -> dict[str
         "score": round(float(source["score"]), 6),
         "snippet": source["snippet"],
         "cited": source["n"] in cited,
-    }
-
-
-def chat_answer(
-    session_id: uuid.UUID, turn_id: uuid.UUID, done: dict[str, Any], sources: list[Any]
-) -> dict[str, Any]:
-    """The `/chat` answer from a run's `done` event and its sources: what the endpoint returns
-    and what an idempotent retry gets back."""
-    usage = done.get("usage") or {}
-    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-    return {
-        "session_id": str(session_id),
-        "turn_id": str(turn_id),
-        "status": done["status"],
-        "answer": done["answer"],
-        "sources": sources,
-        "query_composition": done.get("query_composition") or "",
-        "context_metadata": done.get("context_metadata") or {},
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": int(usage.get("total_tokens", prompt + completion)),
-            "cached_prompt_tokens": int(usage.get("cached_prompt_tokens", 0) or 0),
-        },
-        "model": done.get("model") or "",
-        "latency_ms": done.get("latency_ms"),
-        "triage": done.get("triage"),
-        "validation": done.get("validation"),
-        "stopped": bool(done.get("stopped")),
     }

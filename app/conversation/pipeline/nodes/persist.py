@@ -18,6 +18,7 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import TurnState, turn_ids
 from app.conversation.pipeline.summary import fold_due, summary_job
 from app.conversation.repository import TurnRepository
+from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.types import HistoryTurn
 from app.core.db_outage import retry_through_outage
 from app.core.jobs import enqueue_after_commit
@@ -41,7 +42,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
                 session,
                 answer=answer,
                 query_composition=state["query_composition"],
-                context_metadata=metadata,
+                manifest=Manifest.model_validate(metadata),
                 model=state["model"],
                 prompt_tokens=state["usage"]["prompt_tokens"],
                 completion_tokens=state["usage"]["completion_tokens"],
