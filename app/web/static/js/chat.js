@@ -10,6 +10,9 @@ import { turnView } from "./turns.js";
 
 const DEFAULT_TITLE = "New conversation";
 const PAGE = 20;
+const TURNS_PAGE = 20;
+// Within this distance of the top, the turns before are loaded.
+const NEAR_TOP_PX = 300;
 // After Stop, how long the server gets to end the stream itself (`done`, stopped) before the
 // page stops following it on its own: Send must come back even when the server is unreachable.
 const STOP_GRACE_MS = 1500;
@@ -216,6 +219,38 @@ export async function chatPage(main, sessionId) {
     return view;
   }
 
+  // --- older turns: the conversation opens at its end; scrolling near the top (or the
+  // button, for the keyboard) loads the page before, kept in place above what was read.
+  let olderCursor = null;
+  let loadingOlder = null;
+  const older = h("button", { type: "button", class: "secondary older", hidden: true }, "Load older turns");
+  older.addEventListener("click", () => loadOlder());
+  turns.addEventListener("scroll", () => {
+    if (turns.scrollTop < NEAR_TOP_PX) loadOlder();
+  }, { passive: true });
+
+  function loadOlder() {
+    if (!olderCursor || loadingOlder) return loadingOlder;
+    loadingOlder = (async () => {
+      try {
+        const query = new URLSearchParams({ limit: String(TURNS_PAGE), cursor: olderCursor });
+        const page = await api(`/sessions/${sessionId}/turns?${query}`);
+        const fromEnd = turns.scrollHeight - turns.scrollTop;
+        const views = [...page.items].reverse().map((turn) => turnView(turn).el);
+        older.after(...views);
+        turns.scrollTop = turns.scrollHeight - fromEnd; // the turn read stays where it was
+        olderCursor = page.next_cursor;
+        older.hidden = !olderCursor;
+        announce(`${views.length} older turns loaded.`);
+      } catch (e) {
+        showFormError(humanError(e));
+      } finally {
+        loadingOlder = null;
+      }
+    })();
+    return loadingOlder;
+  }
+
   function setStreaming(streaming) {
     state.streaming = streaming;
     stop.hidden = !streaming;
@@ -341,15 +376,24 @@ export async function chatPage(main, sessionId) {
   textarea.focus();
 
   async function loadTurns() {
-    const page = await api(`/sessions/${sessionId}/turns?limit=50`);
+    const page = await api(`/sessions/${sessionId}/turns?limit=${TURNS_PAGE}`);
     const ordered = [...page.items].reverse();
-    if (page.next_cursor) turns.append(h("p", { class: "muted" }, "Older turns are not shown."));
+    olderCursor = page.next_cursor;
+    older.hidden = !olderCursor;
+    turns.append(older);
     for (const turn of ordered) addTurn(turn);
     const last = ordered[ordered.length - 1];
     if (last && last.status === "pending") {
       // Still running (or its process died): follow it to its end from the first event.
       const view = turns.lastElementChild && addTurnView(last);
       run(view, null, last.id);
+    }
+    // Too few turns to scroll: fill the view from the older pages.
+    while (olderCursor && turns.scrollHeight <= turns.clientHeight) {
+      const before = olderCursor;
+      await loadOlder();
+      if (olderCursor === before) break; // failed: the button stays
+      toEnd();
     }
   }
 
