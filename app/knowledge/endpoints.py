@@ -18,10 +18,12 @@ from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
+from app.knowledge.overview import overview
 from app.knowledge.schemas import (
     DocumentAccepted,
     DocumentOut,
     DocumentPage,
+    OverviewOut,
     SearchIn,
     SearchOut,
     TextDocumentIn,
@@ -128,6 +130,13 @@ async def list_documents(
     return DocumentPage(
         items=[DocumentOut.model_validate(d) for d in items], next_cursor=next_cursor
     )
+
+
+@router.get("/overview", response_model=OverviewOut)
+async def read_overview(principal: CurrentPrincipal, db: DbSession) -> OverviewOut:
+    """What the tenant's knowledge base covers (its newest ready documents' titles and
+    headings) and three questions drawn from it, for a new chat; read-only, any member."""
+    return OverviewOut.model_validate(await overview(db, principal.tenant_id))
 
 
 @router.get("/documents/{document_id}", response_model=DocumentOut)

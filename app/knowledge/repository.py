@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
-from app.models import KbDocument
+from app.models import KbChunk, KbDocument
 
 
 class DocumentRepository(TenantRepository[KbDocument]):
@@ -33,3 +36,37 @@ class DocumentRepository(TenantRepository[KbDocument]):
     async def page(self, *, limit: int, after: Cursor | None) -> list[KbDocument]:
         """One page of the tenant's documents, keyset-paginated."""
         return await self.keyset_page(self.scoped(), limit=limit, after=after)
+
+    async def ready_count(self) -> int:
+        """How many of the tenant's documents are ready (searchable)."""
+        statement = select(func.count()).where(
+            KbDocument.tenant_id == self.tenant_id, KbDocument.status == "ready"
+        )
+        return int((await self.db.execute(statement)).scalar_one())
+
+    async def ready_titles(self, limit: int) -> list[tuple[uuid.UUID, str]]:
+        """The newest `limit` ready documents' ids and titles."""
+        statement = (
+            select(KbDocument.id, KbDocument.title)
+            .where(KbDocument.tenant_id == self.tenant_id, KbDocument.status == "ready")
+            .order_by(KbDocument.created_at.desc(), KbDocument.id.desc())
+            .limit(limit)
+        )
+        return [(row.id, row.title) for row in (await self.db.execute(statement)).all()]
+
+    async def opening_texts(
+        self, document_ids: Sequence[uuid.UUID], chunks: int
+    ) -> list[tuple[uuid.UUID, str]]:
+        """The text of each document's first `chunks` chunks, in order (where headings are)."""
+        if not document_ids:
+            return []
+        statement = (
+            select(KbChunk.document_id, KbChunk.text)
+            .where(
+                KbChunk.tenant_id == self.tenant_id,
+                KbChunk.document_id.in_(document_ids),
+                KbChunk.ordinal < chunks,
+            )
+            .order_by(KbChunk.document_id, KbChunk.ordinal)
+        )
+        return [(row.document_id, row.text) for row in (await self.db.execute(statement)).all()]

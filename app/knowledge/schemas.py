@@ -104,3 +104,23 @@ class SearchOut(BaseModel):
                 for hit in hits
             ]
         )
+
+
+class TopicOut(BaseModel):
+    """One document of the knowledge base: its title and a few of its headings."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    title: str
+    headings: list[str]
+
+
+class OverviewOut(BaseModel):
+    """What the knowledge base covers: how many documents are ready, the newest as topics,
+    and up to three questions drawn from their headings."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    documents: int
+    topics: list[TopicOut]
+    suggestions: list[str]

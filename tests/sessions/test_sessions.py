@@ -135,3 +135,59 @@ async def test_turns_are_listed_and_deleted_with_their_session(
         select(func.count()).select_from(QueryHistory).where(QueryHistory.session_id == chat.id)
     )
     assert remaining == 0
+
+
+async def test_search_matches_titles_and_turns_of_the_callers_own_sessions_only(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    owner = await login(client, user)
+    by_title = await make_session(db, user, title="Budget for the ZEPHYR launch")
+    by_question = await make_session(db, user, title="Tuesday")
+    await make_turn(db, by_question, user_query="When is zephyr due?", answer="Soon.")
+    by_answer = await make_session(db, user, title="Wednesday")
+    await make_turn(db, by_answer, user_query="What ships next?", answer="The Zephyr module.")
+    unrelated = await make_session(db, user, title="Holidays")
+    await make_turn(db, unrelated, user_query="Where to?", answer="The sea.")
+    # Someone else in the same tenant, and someone in another tenant: same words, never listed.
+    neighbour = await make_user(db, tenant)
+    theirs = await make_session(db, neighbour, title="zephyr notes")
+    await make_turn(db, theirs, user_query="zephyr?", answer="zephyr.")
+    stranger = await make_user(db, await make_tenant(db))
+    foreign = await make_session(db, stranger, title="zephyr abroad")
+    await make_turn(db, foreign, user_query="zephyr?", answer="zephyr.")
+
+    async def search(q: str, **params: str | int) -> list[str]:
+        response = await client.get("/sessions", params={"q": q, **params}, headers=owner.headers)
+        assert response.status_code == 200, response.text
+        return [item["id"] for item in response.json()["items"]]
+
+    expected = [str(by_answer.id), str(by_question.id), str(by_title.id)]  # newest first
+    assert await search("zephyr") == expected
+    assert await search("  ZePhYr ") == expected
+    assert await search("nothing like it") == []
+    # The wildcards of LIKE are literal text.
+    assert await search("%") == []
+    assert await search("_") == []
+    # A blank query lists everything, as without one.
+    assert len(await search("   ")) == 4
+
+    # Paged like the plain listing.
+    first = (
+        await client.get("/sessions", params={"q": "zephyr", "limit": 2}, headers=owner.headers)
+    ).json()
+    assert [item["id"] for item in first["items"]] == expected[:2]
+    rest = await search("zephyr", limit=2, cursor=first["next_cursor"])
+    assert rest == expected[2:]
+
+    # The others' own searches see only their own.
+    neighbour_headers = (await login(client, neighbour)).headers
+    listed = await client.get("/sessions", params={"q": "zephyr"}, headers=neighbour_headers)
+    assert [item["id"] for item in listed.json()["items"]] == [str(theirs.id)]
+    stranger_headers = (await login(client, stranger)).headers
+    listed = await client.get("/sessions", params={"q": "zephyr"}, headers=stranger_headers)
+    assert [item["id"] for item in listed.json()["items"]] == [str(foreign.id)]
+
+    too_long = await client.get("/sessions", params={"q": "x" * 201}, headers=owner.headers)
+    assert too_long.status_code == 422

@@ -25,6 +25,14 @@ router = APIRouter(prefix="/sessions", tags=["sessions"])
 
 Limit = Annotated[int, Query(ge=1, le=100, description="Page size")]
 CursorParam = Annotated[str | None, Query(max_length=200, description="From `next_cursor`")]
+SearchParam = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="Only sessions whose title, or a question or answer of theirs, contains "
+        "this text (case-insensitive)",
+    ),
+]
 
 
 @router.post("", response_model=SessionResponse, status_code=status.HTTP_201_CREATED)
@@ -38,10 +46,17 @@ async def create_session(
 
 @router.get("", response_model=SessionPage, responses=error_responses(400))
 async def list_sessions(
-    principal: CurrentPrincipal, db: DbSession, limit: Limit = 20, cursor: CursorParam = None
+    principal: CurrentPrincipal,
+    db: DbSession,
+    limit: Limit = 20,
+    cursor: CursorParam = None,
+    q: SearchParam = None,
 ) -> SessionPage:
-    """The caller's sessions, newest first."""
-    items, next_cursor = await service.list_page(db, principal, limit=limit, cursor=cursor)
+    """The caller's sessions, newest first; with `q`, those whose title or turns contain it."""
+    text = q.strip() if q else None
+    items, next_cursor = await service.list_page(
+        db, principal, limit=limit, cursor=cursor, q=text or None
+    )
     return SessionPage(
         items=[SessionResponse.model_validate(s) for s in items], next_cursor=next_cursor
     )

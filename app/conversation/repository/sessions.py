@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Row, Select, delete, func, or_, select, update
+from sqlalchemy import CursorResult, Row, Select, delete, exists, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
-from app.models import Attachment, ChatSession, SessionAttachment
+from app.models import Attachment, ChatSession, QueryHistory, SessionAttachment
 
 # A fold is bookkeeping, not activity: the session's `updated_at` (its place in the listing)
 # stays as the last turn left it.
@@ -171,10 +171,24 @@ class SessionRepository(TenantRepository[ChatSession]):
         return result.scalar_one_or_none()
 
     async def page(
-        self, user_id: uuid.UUID, *, limit: int, after: Cursor | None
+        self, user_id: uuid.UUID, *, limit: int, after: Cursor | None, q: str | None = None
     ) -> list[ChatSession]:
-        """One page of the user's sessions, keyset-paginated."""
+        """One page of the user's sessions, keyset-paginated; with `q`, only those whose
+        title or one of whose turns (question or answer) contains it, case-insensitively."""
         statement = self.scoped().where(ChatSession.user_id == user_id)
+        if q:
+            pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            in_turns = exists().where(
+                QueryHistory.tenant_id == self.tenant_id,
+                QueryHistory.session_id == ChatSession.id,
+                or_(
+                    QueryHistory.user_query.ilike(pattern, escape="\\"),
+                    QueryHistory.answer.ilike(pattern, escape="\\"),
+                ),
+            )
+            statement = statement.where(
+                or_(ChatSession.title.ilike(pattern, escape="\\"), in_turns)
+            )
         return await self.keyset_page(statement, limit=limit, after=after)
 
     # --- a user's sessions: the retention sweep, export and erasure ---

@@ -70,11 +70,17 @@ async def delete(
 
 
 async def list_page(
-    db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+    db: AsyncSession,
+    principal: Principal,
+    *,
+    limit: int,
+    cursor: str | None,
+    q: str | None = None,
 ) -> tuple[list[ChatSession], str | None]:
-    """One page of the caller's sessions and the cursor of the next."""
+    """One page of the caller's sessions (those matching `q` when given: title or the text
+    of a turn) and the cursor of the next."""
     after = Cursor.decode(cursor) if cursor else None
-    rows = await _repo(db, principal).page(principal.user_id, limit=limit, after=after)
+    rows = await _repo(db, principal).page(principal.user_id, limit=limit, after=after, q=q)
     return split_page(rows, limit)
 
 

@@ -6,7 +6,9 @@ import { announce, h, mount } from "./dom.js";
 
 const POLL_MS = 700;
 
-export function attachmentsBar(getSessionId) {
+/** `getSessionId()`: the conversation's id (null for a new chat); `ensureSession()`: its id,
+ * storing a new chat first (an attached file is its first content). */
+export function attachmentsBar(getSessionId, ensureSession = async () => getSessionId()) {
   const list = h("ul", { class: "attachments", "aria-label": "Documents in this conversation" });
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const input = h("input", { type: "file", class: "sr-only", id: "attach-input", accept: ".pdf,.txt,.md,text/plain,text/markdown,application/pdf", multiple: true });
@@ -66,7 +68,7 @@ export function attachmentsBar(getSessionId) {
       form.append("file", file, file.name);
       try {
         const doc = await api("/attachments", { method: "POST", form });
-        await api(`/sessions/${getSessionId()}/attachments/${doc.id}`, { method: "PUT" });
+        await api(`/sessions/${await ensureSession()}/attachments/${doc.id}`, { method: "PUT" });
         if (!items.has(doc.id)) list.append(chip(doc));
         watch(doc);
       } catch (e) {

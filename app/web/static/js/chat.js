@@ -1,15 +1,20 @@
-// The chat page: the sessions sidebar (newest first, paged; create, rename, delete), the
-// conversation with streamed answers, Stop (button or Esc), attachments and the side panel.
+// The chat page: the conversation list (sessions.js; rename, delete), the conversation with
+// streamed answers, Stop (button or Esc), attachments and the side panel. A new chat
+// (`#/new`) is stored by its first message, which also gives it its title.
 
 import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
-import { announce, coversScreen, errorBox, formatDate, h, mount, trapFocus } from "./dom.js";
+import { announce, coversScreen, errorBox, h, mount, trapFocus } from "./dom.js";
 import { closePanel, createPanel } from "./panels.js";
+import { sessionList as conversationList } from "./sessions.js";
 import { newKey, stopTurn, streamTurn } from "./stream.js";
 import { turnView } from "./turns.js";
 
 const DEFAULT_TITLE = "New conversation";
-const PAGE = 20;
+const DRAFT_TITLE = "New chat";
+const TURNS_PAGE = 20;
+// Within this distance of the top, the turns before are loaded.
+const NEAR_TOP_PX = 300;
 // After Stop, how long the server gets to end the stream itself (`done`, stopped) before the
 // page stops following it on its own: Send must come back even when the server is unreachable.
 const STOP_GRACE_MS = 1500;
@@ -20,18 +25,23 @@ document.addEventListener("keydown", (event) => {
   if (active.stop() || closePanel() || active.closeList()) event.preventDefault();
 });
 
-/** Open the newest conversation, or start one when there is none. */
+/** The newest conversation's id, or null when there is none (nothing is created). */
 export async function latestSession() {
   const page = await api(`/sessions?limit=1`);
-  if (page.items.length) return page.items[0].id;
-  const created = await api("/sessions", { method: "POST", body: {} });
-  return created.id;
+  return page.items.length ? page.items[0].id : null;
 }
+
+/** A title from the first question: its first line, at most 60 characters. */
+function titleOf(message) {
+  const line = message.split("\n", 1)[0].trim() || message.trim();
+  return line.length > 60 ? `${line.slice(0, 57)}…` : line;
+}
+
+/** `sessionId` null: a new chat, not stored until its first message. */
 
 export async function chatPage(main, sessionId) {
   const state = { session: null, streaming: null };
-  const sessionList = h("ul", { class: "session-list" });
-  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more");
+  const conversations = conversationList({ currentId: () => sessionId, onError: (e) => showFormError(humanError(e)) });
   const newChat = h("button", { type: "button", class: "primary" }, "New chat");
   const closeList = h("button", { type: "button", class: "secondary sidebar-close" }, "Close the list");
   const sidebar = h(
@@ -39,8 +49,9 @@ export async function chatPage(main, sessionId) {
     { class: "sidebar", id: "sidebar", "aria-label": "Conversations" },
     closeList,
     newChat,
-    h("nav", { "aria-label": "Your conversations" }, sessionList),
-    more,
+    conversations.search,
+    h("nav", { "aria-label": "Your conversations" }, conversations.list, conversations.empty),
+    conversations.more,
   );
   const toggle = h("button", { type: "button", class: "secondary sidebar-toggle", "aria-controls": "sidebar", "aria-expanded": "false" }, "Conversations");
   const title = h("h1", { class: "conv-title", id: "conv-title" }, "…");
@@ -51,7 +62,7 @@ export async function chatPage(main, sessionId) {
   const send = h("button", { type: "submit", class: "primary" }, "Send");
   const stop = h("button", { type: "button", class: "danger", hidden: true }, "Stop");
   const formError = h("p", { class: "error", role: "alert", hidden: true });
-  const attachments = attachmentsBar(() => state.session?.id);
+  const attachments = attachmentsBar(() => state.session?.id, () => ensureSession(null));
   const composer = h(
     "form",
     { class: "composer", "aria-label": "Send a message" },
@@ -80,31 +91,34 @@ export async function chatPage(main, sessionId) {
   }
 
   // --- sidebar ---------------------------------------------------------------------------
-  let cursor = null;
-  async function loadSessions(reset) {
-    if (reset) {
-      cursor = null;
-      mount(sessionList);
+  const loadSessions = (reset) => conversations.load(reset);
+  newChat.addEventListener("click", () => {
+    if (location.hash === "#/new") {
+      textarea.focus();
+      return;
     }
-    const query = new URLSearchParams({ limit: String(PAGE) });
-    if (cursor) query.set("cursor", cursor);
-    const page = await api(`/sessions?${query}`);
-    for (const item of page.items) {
-      const link = h("a", { href: `#/c/${item.id}`, "aria-current": item.id === sessionId ? "page" : null }, h("span", { class: "t" }, item.title), h("span", { class: "d" }, formatDate(item.updated_at)));
-      sessionList.append(h("li", {}, link));
-    }
-    cursor = page.next_cursor;
-    more.hidden = !cursor;
-  }
-  more.addEventListener("click", () => loadSessions(false).catch((e) => showFormError(humanError(e))));
-  newChat.addEventListener("click", async () => {
-    try {
-      const created = await api("/sessions", { method: "POST", body: {} });
-      location.hash = `#/c/${created.id}`;
-    } catch (e) {
-      showFormError(humanError(e));
-    }
+    location.hash = "#/new";
   });
+
+  /** The conversation, stored now if it is a new chat (`title`: from its first question). */
+  async function ensureSession(title) {
+    if (state.session) return state.session.id;
+    state.session = await api("/sessions", { method: "POST", body: title ? { title } : {} });
+    sessionId = state.session.id;
+    // Not a hash change: the page (and the answer that is about to stream) stays.
+    history.replaceState(null, "", `#/c/${sessionId}`);
+    showSession();
+    loadSessions(true).catch(() => null);
+    return sessionId;
+  }
+
+  function showSession() {
+    const draft = !state.session;
+    title.textContent = draft ? DRAFT_TITLE : state.session.title;
+    document.title = `${title.textContent} — Threadline`;
+    rename.hidden = draft;
+    remove.hidden = draft;
+  }
   const showList = (open) => {
     sidebar.classList.toggle("open", open);
     toggle.setAttribute("aria-expanded", String(open));
@@ -216,6 +230,38 @@ export async function chatPage(main, sessionId) {
     return view;
   }
 
+  // --- older turns: the conversation opens at its end; scrolling near the top (or the
+  // button, for the keyboard) loads the page before, kept in place above what was read.
+  let olderCursor = null;
+  let loadingOlder = null;
+  const older = h("button", { type: "button", class: "secondary older", hidden: true }, "Load older turns");
+  older.addEventListener("click", () => loadOlder());
+  turns.addEventListener("scroll", () => {
+    if (turns.scrollTop < NEAR_TOP_PX) loadOlder();
+  }, { passive: true });
+
+  function loadOlder() {
+    if (!olderCursor || loadingOlder) return loadingOlder;
+    loadingOlder = (async () => {
+      try {
+        const query = new URLSearchParams({ limit: String(TURNS_PAGE), cursor: olderCursor });
+        const page = await api(`/sessions/${sessionId}/turns?${query}`);
+        const fromEnd = turns.scrollHeight - turns.scrollTop;
+        const views = [...page.items].reverse().map((turn) => turnView(turn).el);
+        older.after(...views);
+        turns.scrollTop = turns.scrollHeight - fromEnd; // the turn read stays where it was
+        olderCursor = page.next_cursor;
+        older.hidden = !olderCursor;
+        announce(`${views.length} older turns loaded.`);
+      } catch (e) {
+        showFormError(humanError(e));
+      } finally {
+        loadingOlder = null;
+      }
+    })();
+    return loadingOlder;
+  }
+
   function setStreaming(streaming) {
     state.streaming = streaming;
     stop.hidden = !streaming;
@@ -288,10 +334,18 @@ export async function chatPage(main, sessionId) {
     if (!message || state.streaming) return;
     showFormError("");
     textarea.value = "";
+    turns.querySelector(".welcome")?.remove();
     const view = addTurn({ id: null, user_query: message, answer: "", status: "pending" });
-    if (state.session.title === DEFAULT_TITLE) {
-      const short = message.length > 60 ? `${message.slice(0, 57)}…` : message;
-      api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: short } })
+    if (!state.session) {
+      try {
+        await ensureSession(titleOf(message));
+      } catch (e) {
+        view.fail(humanError(e));
+        textarea.value = message;
+        return;
+      }
+    } else if (state.session.title === DEFAULT_TITLE) {
+      api(`/sessions/${sessionId}`, { method: "PATCH", body: { title: titleOf(message) } })
         .then((updated) => {
           state.session = updated;
           title.textContent = updated.title;
@@ -328,6 +382,17 @@ export async function chatPage(main, sessionId) {
     },
   };
 
+  if (!sessionId) {
+    showSession();
+    const intro = welcome((question) => {
+      textarea.value = question;
+      submit();
+    });
+    turns.append(intro.el);
+    textarea.focus();
+    await Promise.all([loadSessions(true), intro.load()]);
+    return;
+  }
   try {
     state.session = await api(`/sessions/${sessionId}`);
   } catch (e) {
@@ -335,21 +400,29 @@ export async function chatPage(main, sessionId) {
     loadSessions(true).catch(() => null);
     return;
   }
-  title.textContent = state.session.title;
-  document.title = `${state.session.title} — Threadline`;
+  showSession();
   await Promise.all([loadSessions(true), attachments.load(), loadTurns()]);
   textarea.focus();
 
   async function loadTurns() {
-    const page = await api(`/sessions/${sessionId}/turns?limit=50`);
+    const page = await api(`/sessions/${sessionId}/turns?limit=${TURNS_PAGE}`);
     const ordered = [...page.items].reverse();
-    if (page.next_cursor) turns.append(h("p", { class: "muted" }, "Older turns are not shown."));
+    olderCursor = page.next_cursor;
+    older.hidden = !olderCursor;
+    turns.append(older);
     for (const turn of ordered) addTurn(turn);
     const last = ordered[ordered.length - 1];
     if (last && last.status === "pending") {
       // Still running (or its process died): follow it to its end from the first event.
       const view = turns.lastElementChild && addTurnView(last);
       run(view, null, last.id);
+    }
+    // Too few turns to scroll: fill the view from the older pages.
+    while (olderCursor && turns.scrollHeight <= turns.clientHeight) {
+      const before = olderCursor;
+      await loadOlder();
+      if (olderCursor === before) break; // failed: the button stays
+      toEnd();
     }
   }
 
@@ -358,4 +431,39 @@ export async function chatPage(main, sessionId) {
     turn.answer = "";
     return addTurn(turn);
   }
+}
+
+/** A new chat's opening: what the knowledge base covers and three questions drawn from it
+ * (`GET /kb/overview`: its newest documents' titles and headings; no model involved). */
+function welcome(ask) {
+  const el = h("section", { class: "welcome", "aria-labelledby": "welcome-title" }, h("h2", { id: "welcome-title" }, "What can I ask?"));
+  async function load() {
+    let overview;
+    try {
+      overview = await api("/kb/overview");
+    } catch {
+      return; // the chat works without it
+    }
+    if (!overview.documents) {
+      el.append(h("p", {}, "The knowledge base is empty so far: ask about the documents you attach, or anything at all."));
+      return;
+    }
+    const count = overview.documents === 1 ? "1 document" : `${overview.documents} documents`;
+    el.append(h("p", {}, `Answers come from the knowledge base, ${count}${overview.documents > overview.topics.length ? ", the newest" : ""}:`));
+    const topics = h("ul", { class: "topics" });
+    for (const topic of overview.topics) {
+      topics.append(h("li", {}, h("strong", {}, topic.title), topic.headings.length ? ` — ${topic.headings.join(", ")}` : ""));
+    }
+    el.append(topics);
+    if (overview.suggestions.length) {
+      const list = h("ul", { class: "suggestions", "aria-label": "Suggested questions" });
+      for (const question of overview.suggestions) {
+        const button = h("button", { type: "button", class: "secondary" }, question);
+        button.addEventListener("click", () => ask(question));
+        list.append(h("li", {}, button));
+      }
+      el.append(h("h3", {}, "Try asking"), list);
+    }
+  }
+  return { el, load };
 }

@@ -108,6 +108,8 @@ async function route() {
   try {
     if (parts[0] === "c" && parts[1]) {
       await chatPage(shell(user, "chat"), parts[1]);
+    } else if (parts[0] === "new") {
+      await chatPage(shell(user, "chat"), null);
     } else if (parts[0] === "me") {
       await mePage(shell(user, "me"));
     } else if (parts[0] === "admin") {
@@ -125,7 +127,7 @@ async function route() {
       await module.render(main, key, parts.slice(2));
     } else {
       const id = await latestSession();
-      location.replace(`#/c/${id}`);
+      location.replace(id ? `#/c/${id}` : "#/new");
     }
   } catch (e) {
     const main = app.querySelector("main") || shell(user, "");
