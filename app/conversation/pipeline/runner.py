@@ -31,9 +31,11 @@ from app.conversation.pipeline.build import NODE_TIMINGS, TurnGraph
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import initial_state, public_triage
 from app.conversation.repository import TurnRepository
+from app.conversation.repository.turns import TurnNotOwned
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.schemas import public_source
+from app.conversation.turn.stored import stored_response
 from app.conversation.turn.types import ChatMessage
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
@@ -81,7 +83,9 @@ class PreparedTurn:
     started_at: float = field(default_factory=time.time)
     ending: dict[str, Any] = field(default_factory=dict, compare=False)
     """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
-    `validation`, for the stopped stream's `done` event."""
+    `validation`, for the stopped stream's `done` event; and `stored`, the `DoneEvent` read
+    back from the row when the turn had already been finished (by this run's final write,
+    committed as the stop landed, or by another process): what the client is told then."""
     spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
     reservation: Reservation | None = None
     """The tokens held against the quotas at admission, settled when the turn ends (None:
@@ -183,6 +187,8 @@ class TurnRunner:
                         yield event
         except asyncio.CancelledError:
             if not stored and "persist" not in progress.node_ms:  # else: stored complete
+                # persist's commit may have landed as the cancellation did: then the row, not
+                # this ending, is the outcome (turn.ending["stored"]).
                 await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
@@ -198,7 +204,17 @@ class TurnRunner:
             if stored:  # e.g. the final checkpoint write: the turn itself is complete
                 logger.warning("turn stored, but its checkpoint was not", exc_info=exc)
                 return
+            if isinstance(exc, TurnNotOwned):
+                logger.warning(
+                    "turn finished by another process (its lease expired while it ran here): "
+                    "telling what is stored",
+                    extra={"turn": str(turn.turn_id)},
+                )
             await self._finish_in_background(turn, "failed", progress, error=exc)
+            already = turn.ending.get("stored")
+            if isinstance(already, DoneEvent):  # finished before this ending: that stands
+                yield already.event()
+                return
             yield _error_event(exc)
         finally:
             NODE_TIMINGS.set(None)
@@ -277,7 +293,9 @@ class TurnRunner:
     async def _finish(
         self, turn: PreparedTurn, status: str, ending: dict[str, Any], error: BaseException | None
     ) -> None:
-        """Mark a turn that did not complete, keeping what was generated (checked)."""
+        """Mark a turn that did not complete, keeping what was generated (checked). A turn
+        already finished (its final write committed, or another process finished it) is
+        left as stored, and what is stored goes to `turn.ending["stored"]`."""
         ctx = self.context
         partial = ending["answer"]
         answer = anonymize(partial).text if ctx.settings.pii_anonymize else partial
@@ -288,19 +306,30 @@ class TurnRunner:
         if error is not None:
             metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
 
-        async def write() -> None:
+        async def write() -> DoneEvent | None:
             async with ctx.transaction(turn.tenant_id) as db:
-                await TurnRepository(db, turn.tenant_id).finish_unfinished(
+                turns = TurnRepository(db, turn.tenant_id)
+                written = await turns.finish_unfinished(
                     turn.turn_id,
                     status=status,
                     answer=answer,
                     manifest=Manifest.model_validate(metadata),
                 )
+                if written:
+                    return None
+                # Not pending any more: the UPDATE waited for any write in flight on the row
+                # (a commit racing the stop), so this read sees its outcome.
+                row = await turns.get(turn.turn_id)
+                if row is None or row.status == "pending":
+                    return None
+                return stored_response(row).done_event()
 
         try:
             # Through a database outage too: else the turn stays pending until its lease ends.
             budget = ctx.settings.db_write_retry_seconds
-            await retry_through_outage(write, budget_seconds=budget, what="finish turn")
+            stored = await retry_through_outage(write, budget_seconds=budget, what="finish turn")
+            if stored is not None:
+                turn.ending["stored"] = stored
             async with ctx.transaction(turn.tenant_id) as db:
                 await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
         except Exception:

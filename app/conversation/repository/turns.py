@@ -11,10 +11,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     Boolean,
+    CursorResult,
     Float,
     Integer,
     Row,
@@ -88,6 +89,10 @@ _ADMIT = (
     )
 )
 
+# Only the lease's owner completes a pending turn (ADR 0068): a process whose lease expired
+# while it was alive (paused, starved) finds its turn finished as an orphan by another one and
+# must not overwrite that outcome. The orphan's finisher holds the row's lock while it writes:
+# this UPDATE waits for it, then sees the new status and matches nothing.
 # The count runs on the statement's snapshot: it does not see this turn as finished yet. The
 # session's running summary comes back with it (the background job may have folded since the
 # turn read it), so the history cache is refreshed with the summary as stored.
@@ -101,13 +106,15 @@ _COMPLETE = text(
           latency_ms = :latency_ms,
           completed_at = clock_timestamp()
       WHERE tenant_id = :tenant AND id = :turn
+        AND status = 'pending' AND lease_owner = :owner
       RETURNING id
     ), touched_session AS (
       UPDATE chat_sessions SET updated_at = clock_timestamp()
-      WHERE tenant_id = :tenant AND id = :session
+      WHERE tenant_id = :tenant AND id = :session AND EXISTS (SELECT 1 FROM finished_turn)
       RETURNING summary, summarized_turns
     )
-    SELECT (SELECT count(*) FROM query_history
+    SELECT (SELECT count(*) FROM finished_turn) AS completed,
+           (SELECT count(*) FROM query_history
             WHERE tenant_id = :tenant AND session_id = :session
               AND status = ANY(:finished)) AS others,
            (SELECT coalesce(summary, '') FROM touched_session) AS summary,
@@ -121,6 +128,15 @@ _COMPLETE = text(
     bindparam("manifest_version", type_=SmallInteger),
     bindparam("finished", value=list(HISTORY_STATUSES), type_=ARRAY(Text)),
 )
+
+
+class TurnNotOwned(Exception):
+    """The turn is no longer pending under this process's lease: another process finished
+    it (its lease expired while this one still ran it). What is stored stands."""
+
+    def __init__(self, turn_id: uuid.UUID) -> None:
+        super().__init__(f"turn {turn_id} was finished by another process")
+        self.turn_id = turn_id
 
 
 class Admitted(NamedTuple):
@@ -262,12 +278,15 @@ class TurnRepository(TenantRepository[QueryHistory]):
     ) -> Completed:
         """Record a turn's outcome and touch its session in one statement; returns how many
         *other* finished turns the session has (which tells the caller whether its view of
-        the history is still current) and the session's running summary as stored."""
+        the history is still current) and the session's running summary as stored. Raises
+        `TurnNotOwned` when the turn is no longer this process's running turn (it was
+        finished by another process after its lease expired): nothing was written."""
         result = await self.db.execute(
             _COMPLETE,
             {
                 "tenant": self.tenant_id,
                 "turn": turn_id,
+                "owner": process_id(),
                 "session": session_id,
                 "answer": answer,
                 "composition": query_composition,
@@ -280,13 +299,16 @@ class TurnRepository(TenantRepository[QueryHistory]):
             },
         )
         row = result.one()
+        if not row.completed:
+            raise TurnNotOwned(turn_id)
         return Completed(int(row.others), row.summary or "", int(row.summarized_turns or 0))
 
     async def finish_unfinished(
         self, turn_id: uuid.UUID, *, manifest: Manifest, **values: Any
-    ) -> None:
-        """Like `finish`, but only for a turn still pending (never overwrite a result)."""
-        await self.db.execute(
+    ) -> bool:
+        """Like `finish`, but only for a turn still pending (never overwrite a result); False
+        when it was not pending any more (nothing written)."""
+        result = await self.db.execute(
             update(QueryHistory)
             .where(
                 QueryHistory.tenant_id == self.tenant_id,
@@ -300,6 +322,7 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 **values,
             )
         )
+        return bool(cast(CursorResult[Any], result).rowcount)
 
     async def prompt_sources(self, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[Any]:
         """The numbered sources of one finished turn of the session as its manifest recorded

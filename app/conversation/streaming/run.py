@@ -128,6 +128,11 @@ class RunHandle:
         turn = self.turn
         # The runner checked the partial answer as it stored it (turn.ending).
         ending = turn.ending
+        stored = ending.get("stored")
+        if isinstance(stored, DoneEvent):
+            # The turn was finished before the stop took effect (persist's commit landed as
+            # it arrived, or another process finished it): tell what is stored.
+            return stored.event()
         metadata = {k: v for k, v in ending.items() if k in ("triage", "validation")}
         extras = DoneExtras(stopped=True, turn_ms=round((time.time() - turn.started_at) * 1000, 3))
         if self.stop_reason:

@@ -116,8 +116,10 @@ class ChatResponse(BaseModel):
     @classmethod
     def of(cls, done: DoneEvent, sources: Sequence[Mapping[str, Any]]) -> ChatResponse:
         """The `/chat` answer of a turn's `done` and its (public) sources: what the endpoint
-        returns, what an idempotent retry gets back and what its stream replays."""
+        returns, what an idempotent retry gets back and what its stream replays. A `done`
+        read back from the turn's row carries the stored sources, which win."""
         usage, extras, metadata = done.usage, done.extras, done.context_metadata
+        sources = extras.get("sources", sources)
         prompt, completion = (
             int(usage.get("prompt_tokens", 0)),
             int(usage.get("completion_tokens", 0)),

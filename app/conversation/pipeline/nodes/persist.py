@@ -3,7 +3,9 @@ running summary as stored); then the history cache is refreshed — extended by 
 no other turn of the session finished meanwhile, else rebuilt from PostgreSQL. When a batch of
 turns has left the history window uncovered, the summary job is enqueued, to run after the
 commit (ADR 0035). While PostgreSQL cannot be reached the write is retried for
-`THREADLINE_DB_WRITE_RETRY_SECONDS`."""
+`THREADLINE_DB_WRITE_RETRY_SECONDS`. The write needs this process's lease on the pending turn
+(ADR 0068): a turn another process finished meanwhile raises `TurnNotOwned`, and the runner
+tells what is stored."""
 
 from __future__ import annotations
 
