@@ -59,18 +59,26 @@ class BaselineRequest(BaseModel):
     message: str
 
 
-def factory() -> FastAPI:
+def app_with_model(model: BaseChatModel, name: str) -> FastAPI:
+    """The real app, whose turns are answered by `model` (swapped in once the lifespan has
+    built the resources)."""
     app = create_app(get_settings())
     lifespan = app.router.lifespan_context
 
     @asynccontextmanager
-    async def with_instant_model(application: FastAPI) -> AsyncIterator[None]:
+    async def with_model(application: FastAPI) -> AsyncIterator[None]:
         async with lifespan(application):
             context = application.state.resources.turn_context
-            context.responder = ChatModelResponder(InstantModel(), "instant")
+            context.responder = ChatModelResponder(model, name)
             yield
 
-    app.router.lifespan_context = with_instant_model
+    app.router.lifespan_context = with_model
+    return app
+
+
+def factory() -> FastAPI:
+    """The app with the instant model, and the baseline endpoint."""
+    app = app_with_model(InstantModel(), "instant")
 
     @app.post("/bench/baseline")
     async def baseline(
@@ -105,17 +113,7 @@ class PacedModel(InstantModel):
 
 def streaming_factory() -> FastAPI:
     """The app with the paced model, and a probe of the process's own resources."""
-    app = create_app(get_settings())
-    lifespan = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def with_paced_model(application: FastAPI) -> AsyncIterator[None]:
-        async with lifespan(application):
-            context = application.state.resources.turn_context
-            context.responder = ChatModelResponder(PacedModel(), "paced")
-            yield
-
-    app.router.lifespan_context = with_paced_model
+    app = app_with_model(PacedModel(), "paced")
 
     @app.get("/bench/process")
     async def process() -> dict[str, int]:
@@ -150,15 +148,4 @@ class SlowModel(InstantModel):
 
 def slow_factory() -> FastAPI:
     """The app with the slow model (bench.attacks)."""
-    app = create_app(get_settings())
-    lifespan = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def with_slow_model(application: FastAPI) -> AsyncIterator[None]:
-        async with lifespan(application):
-            context = application.state.resources.turn_context
-            context.responder = ChatModelResponder(SlowModel(), "slow")
-            yield
-
-    app.router.lifespan_context = with_slow_model
-    return app
+    return app_with_model(SlowModel(), "slow")
