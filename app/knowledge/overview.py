@@ -22,12 +22,16 @@ _MAX_HEADING = 80
 
 @dataclass
 class Topic:
+    """A document people can ask about: its title and its first headings."""
+
     title: str
     headings: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Overview:
+    """What a tenant's knowledge base covers: ready documents, topics, suggested questions."""
+
     documents: int
     topics: list[Topic]
     suggestions: list[str]

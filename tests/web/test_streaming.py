@@ -9,34 +9,42 @@ from tests.web.conftest import World, screenshot
 from tests.web.fake_model import long_answer
 from tests.web.test_chat import LAST, ask, new_chat
 
-# Tasks over 50 ms, as the browser's long-task observer reports them (it reports none shorter).
-LONG_TASKS = """
-window.__longTasks = [];
-new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
-}).observe({ type: "longtask", buffered: true });
+# Every heading element put into the page, counted as it is added: a streamed answer that is
+# rendered whole on every frame adds its headings again each time (the cause of the long
+# tasks, 181 ms for 27k characters); rendered block by block, each once. The long tasks
+# themselves are measured by bench/web.py, not asserted here (a loaded machine stretches them).
+ADDED_HEADINGS = """
+window.__addedHeadings = 0;
+new MutationObserver((records) => {
+  for (const record of records)
+    for (const node of record.addedNodes)
+      if (node.nodeType === 1)
+        window.__addedHeadings += (node.matches("h4") ? 1 : 0) + node.querySelectorAll("h4").length;
+}).observe(document, { childList: true, subtree: true });
 """
 GAP = "t => t.scrollHeight - t.scrollTop - t.clientHeight"
 
 
-async def test_a_27k_character_answer_streams_without_a_task_over_50_ms(
+async def test_a_27k_character_answer_renders_each_finished_block_once_while_streaming(
     page: Page, world: World
 ) -> None:
-    await page.add_init_script(LONG_TASKS)
+    await page.add_init_script(ADDED_HEADINGS)
     await new_chat(page, world)
-    await page.wait_for_timeout(500)  # the page's own start is not what is measured
-    await page.evaluate("window.__longTasks.length = 0")
+    await page.evaluate("window.__addedHeadings = 0")
     await ask(page, "Write the long answer")
     answer = page.locator(f"{LAST} .answer")
     await expect(answer).to_contain_text("Part 2")
     assert await page.locator(LAST).get_attribute("data-status") == "pending"
     await expect(page.locator(LAST)).to_have_attribute("data-status", "complete", timeout=60_000)
-    tasks = await page.evaluate("window.__longTasks")
-    assert max(tasks, default=0) <= 50, f"long tasks while streaming: {tasks}"
-
-    # All of it, rendered as the right elements (as a full render of the same text would be).
     text = long_answer()
     parts = text.count("## Part ")
+    added = await page.evaluate("window.__addedHeadings")
+    # Linear, not quadratic: each heading is redrawn only while it is the unfinished last
+    # block (a frame or a few, as its words arrive) and once in the final render. Rendered
+    # whole on every frame, every heading so far was added again each frame (thousands).
+    assert added <= 8 * parts, f"{added} headings added for {parts} in the answer"
+
+    # All of it, rendered as the right elements (as a full render of the same text would be).
     await expect(answer.locator("h4")).to_have_count(parts)
     await expect(answer.locator("table")).to_have_count(parts)
     await expect(answer.locator("pre code.language-python")).to_have_count(parts)
