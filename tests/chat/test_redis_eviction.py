@@ -1,11 +1,13 @@
 """An evicting Redis (a private redis-server with `maxmemory` and `allkeys-lru`) forgets an
 Idempotency-Key between a request and its retry: the turn's row still knows it, so the retry
-gets the first answer and no second turn runs (ADR 0069)."""
+gets the first answer and no second turn runs (ADR 0069). Start-up warns of such a Redis and
+`/readyz` reports it as a degradation."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -176,3 +178,22 @@ async def test_a_retry_after_a_real_eviction_gets_the_first_answer(
     assert retry.json()["answer"] == first.json()["answer"] == "answer 0"
     assert len(model.answer_prompts()) == 1
     assert await turns_of(db, who) == 1
+
+
+async def test_an_evicting_redis_is_warned_of_and_degrades_readiness(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    server: PrivateRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="app.core.redis"):
+        async with evicting_app(settings, sessionmaker, server) as (_application, client):
+            ready = await client.get("/readyz")
+    assert any("maxmemory-policy is allkeys-lru" in r.getMessage() for r in caplog.records)
+    assert ready.status_code == 200  # degraded, still ready
+    assert ready.json()["status"] == "degraded"
+    assert ready.json()["checks"]["redis"] == {
+        "status": "evicting",
+        "mode": "server",
+        "maxmemory_policy": "allkeys-lru",
+    }
