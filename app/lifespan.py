@@ -32,7 +32,7 @@ from app.conversation.durability.orphans import OrphanFinisher
 from app.conversation.pipeline.build import build_graph
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.runner import TurnRunner, drain_background
-from app.core.redis import build_redis
+from app.core.redis import build_redis, warn_if_evicting
 from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
@@ -55,6 +55,7 @@ async def build_resources(settings: Settings) -> Resources:
     db_sessions = database.sessionmaker
     settings = await keep_recorded_embedder(settings, db_sessions)
     redis = build_redis(settings)
+    await warn_if_evicting(redis)
     history = build_history(settings, redis)
     pool = create_pool(database.urls.app_libpq(), settings.checkpoint_pool_size)
     await pool.open(wait=False)

@@ -46,8 +46,9 @@ def _command(port: int, *args: str) -> bytes:
 
 
 class PrivateRedis:
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, options: dict[str, str] | None = None) -> None:
         self.binary = binary
+        self.extra = dict(options or {})
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="tl-test-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -58,6 +59,7 @@ class PrivateRedis:
 
     def start(self) -> None:
         options = {"save": "", "appendonly": "yes", "appendfsync": "always", "dir": str(self.dir)}
+        options.update(self.extra)
         arguments = [part for name, value in options.items() for part in (f"--{name}", value)]
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", *arguments],
@@ -97,6 +99,10 @@ class PrivateRedis:
         # The connection sending the command is a normal client too, and is cut last.
         return int(reply.strip()[1:] or 0) if reply.startswith(b":") else 0
 
+    def command(self, *args: str) -> bytes:
+        """One command on a connection of its own: its reply's first line (or bulk body)."""
+        return _command(self.port, *args)
+
     def client_count(self) -> int:
         """Connections open to this server, not counting the one asking."""
         reply = _command(self.port, "CLIENT", "LIST")
@@ -104,13 +110,15 @@ class PrivateRedis:
 
 
 @contextlib.contextmanager
-def private_redis() -> Iterator[PrivateRedis]:
-    """A started private server, stopped after. Without redis-server the test fails in CI
-    and is skipped locally."""
+def private_redis(**options: str) -> Iterator[PrivateRedis]:
+    """A started private server, stopped after; `options` are its configuration directives
+    (`maxmemory="8mb"`, `maxmemory_policy="allkeys-lru"`: `_` for `-`), over the defaults.
+    Without redis-server the test fails in CI and is skipped locally."""
     binary = shutil.which("redis-server")
     if binary is None:
         require_service("redis-server is not installed (a Redis the test may restart)")
-    server = PrivateRedis(binary)
+    directives = {name.replace("_", "-"): value for name, value in options.items()}
+    server = PrivateRedis(binary, directives)
     try:
         server.start()
         yield server

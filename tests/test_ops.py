@@ -39,7 +39,11 @@ async def test_readyz_reports_every_dependency(client: httpx.AsyncClient) -> Non
     assert body["status"] == "ok"
     assert body["checks"]["postgres"]["status"] == "ok"
     assert body["checks"]["migrations"]["current"] == migrate.head_revision()
-    assert body["checks"]["redis"] == {"status": "ok", "mode": "server"}
+    assert body["checks"]["redis"] == {
+        "status": "ok",
+        "mode": "server",
+        "maxmemory_policy": "noeviction",
+    }
     assert body["checks"]["embeddings"]["status"] == "ok"
 
 

@@ -43,6 +43,8 @@ RETRIES = 3
 # `reachable()`: the longest opening its connection, then the PING's answer, may take.
 PROBE_TIMEOUT_SECONDS = 2.0
 _BACKOFF = ExponentialWithJitterBackoff(cap=0.5, base=0.025)
+NO_EVICTION = "noeviction"
+"""The only `maxmemory-policy` under which Redis never drops a key to make room."""
 
 
 @dataclass
@@ -68,6 +70,20 @@ class RedisHandle:
             return bool(await self.client.ping())
         except Exception:  # any transport failure: ask Redis itself
             return await self.reachable()
+
+    async def eviction_policy(self) -> str | None:
+        """Redis's `maxmemory-policy`, or None when it cannot be read (Redis down, or CONFIG
+        not allowed, as on some managed services). Any policy but `noeviction` may drop keys
+        under memory pressure: the idempotency records (recovered from the turns' rows, ADR
+        0069), stream buffers (resume then 404s), rate-limit counters, caches."""
+        if self.in_process:
+            return NO_EVICTION
+        try:
+            reply = await self.client.config_get("maxmemory-policy")
+        except Exception:  # down, or CONFIG renamed or denied
+            return None
+        policy = reply.get("maxmemory-policy")
+        return str(policy) if policy else None
 
     async def reachable(self) -> bool:
         """Whether a new connection to Redis can be opened and answers PING.
@@ -162,3 +178,15 @@ def build_redis(settings: Settings) -> RedisHandle:
     return RedisHandle(
         client=fakeredis.FakeAsyncRedis(), in_process=True, prefix=settings.redis_prefix
     )
+
+
+async def warn_if_evicting(redis: RedisHandle) -> str | None:
+    """Log a warning at start-up when Redis may evict keys (docs/operations.md); its policy."""
+    policy = await redis.eviction_policy()
+    if policy is not None and policy != NO_EVICTION:
+        logger.warning(
+            "Redis maxmemory-policy is %s: it may evict keys (Idempotency-Keys fall back on the "
+            "database, resumable streams and rate limits are lost); set noeviction",
+            policy,
+        )
+    return policy

@@ -44,6 +44,14 @@ class QueryHistory(TenantOwned, Timestamped, Base):
         Index("ix_query_history_session_created", "tenant_id", "session_id", "created_at"),
         Index("ix_query_history_tenant_created", "tenant_id", "created_at", "id"),
         Index("ix_query_history_user_created", "tenant_id", "user_id", "created_at"),
+        # A retry whose key Redis forgot finds its turn by the key (ADR 0069).
+        Index(
+            "ix_query_history_idempotency_key",
+            "tenant_id",
+            "user_id",
+            text("split_part(idempotency_key, chr(10), 1)"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
         Index(
             "ix_query_history_pending_lease",
             "lease_expires_at",

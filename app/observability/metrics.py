@@ -48,6 +48,10 @@ SUMMARY_JOBS = Counter(
 IDEMPOTENT_REPLAYS = Counter(
     "threadline_idempotent_replays", "Retries answered without a new model call.", ["endpoint"]
 )
+IDEMPOTENCY_RECALLED = Counter(
+    "threadline_idempotency_recalled",
+    "Idempotency-Keys Redis had forgotten (evicted, lost) that a turn's row still held.",
+)
 
 
 def record_turn(

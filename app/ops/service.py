@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from app.core.db import ping, unpooled_engine
 from app.core.migrate import current_revision, head_revision
-from app.core.redis import RedisHandle
+from app.core.redis import NO_EVICTION, RedisHandle
 from app.embeddings.repository import recorded_model
 
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -37,7 +37,8 @@ async def readiness(
     """The report (`status`, `checks`) and whether the process is ready.
 
     Redis being down degrades the service (no cache, no resume) without stopping chat, so it
-    makes the status `degraded` rather than failing readiness; so does a busy PostgreSQL (an
+    makes the status `degraded` rather than failing readiness; so does a Redis whose
+    `maxmemory-policy` may evict keys (redis `evicting`, ADR 0069); so does a busy PostgreSQL (an
     exhausted pool, statements waiting on locks). Stored vectors of another model than
     `embedder` (the process started while PostgreSQL was down and could not read the model
     on record, or `threadline reindex` switched models since) fail readiness: the process
@@ -45,11 +46,14 @@ async def readiness(
     """
     checks, ready = await _database(engine, embedder)
     redis_up = await redis.ping()
+    policy = await redis.eviction_policy() if redis_up else None
+    evicting = policy not in (None, NO_EVICTION)
     checks["redis"] = {
-        "status": "ok" if redis_up else "down",
+        "status": "evicting" if evicting else ("ok" if redis_up else "down"),
         "mode": "in-process" if redis.in_process else "server",
+        "maxmemory_policy": policy,
     }
-    healthy = redis_up and checks["postgres"]["status"] == "ok"
+    healthy = redis_up and not evicting and checks["postgres"]["status"] == "ok"
     status = "ok" if ready and healthy else ("degraded" if ready else "unavailable")
     return {"status": status, "checks": checks}, ready
 

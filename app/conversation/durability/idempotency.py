@@ -76,6 +76,15 @@ redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 return 1
 """
 
+# Puts the record of the turn a retry found in the database (ADR 0069) in place of this
+# request's claim, only while the key still holds that claim.
+_ADOPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) and 1
+end
+return 0
+"""
+
 TurnExists = Callable[[uuid.UUID], Awaitable[bool]]
 
 
@@ -143,6 +152,7 @@ class IdempotencyStore:
         self._held: dict[str, Claim] = {}
         self._release = redis.client.register_script(_RELEASE)
         self._record_answer = redis.client.register_script(_RECORD_ANSWER)
+        self._adopt = redis.client.register_script(_ADOPT)
 
     def key(self, tenant_id: uuid.UUID, user_id: uuid.UUID, raw_key: str) -> str:
         """The Redis key of a user's Idempotency-Key."""
@@ -171,7 +181,7 @@ class IdempotencyStore:
                 code="invalid_idempotency_key",
             )
         key = self.key(tenant_id, user_id, raw_key)
-        mine = {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
+        mine = _running(print_, turn_id)
         try:
             claim = await self._claim(key, mine, turn_exists)
         except (RedisError, OSError):
@@ -205,6 +215,38 @@ class IdempotencyStore:
                 continue
             return Claim(key, False, record)
         raise IdempotencyUnavailable()  # claimed and released under our feet three times
+
+    async def adopt(
+        self, claim: Claim, reference: str, turn_id: uuid.UUID, response: dict[str, Any] | None
+    ) -> Claim:
+        """A won claim whose key Redis had forgotten, although the database holds a turn
+        recorded under it (`reference`, the row's `idempotency_key`; ADR 0069): the request is
+        a retry of that turn. Its record goes back under the key in place of this claim (the
+        finished answer `response`, or the running claim exactly as its owner wrote it, so the
+        owner's renewals and final record still match) and the claim is returned as lost.
+        Another body with the key is a 422, as when Redis remembers it."""
+        print_ = reference.partition("\n")[2]
+        if print_ != claim.record["fingerprint"]:
+            await self.release(claim)
+            raise UnprocessableEntity(
+                "This Idempotency-Key was used with a different request.",
+                code="idempotency_key_reused",
+            )
+        if response is None:
+            record, ttl = _running(print_, turn_id), self.running_ttl
+        else:
+            record = {**_running(print_, turn_id), "state": "done", "response": response}
+            ttl = self.ttl
+        raw = json.dumps(record, default=str)
+        try:
+            adopted = await self._adopt(keys=[claim.key], args=[claim.raw, raw, str(ttl)])
+        except (RedisError, OSError):
+            if await self.redis.reachable():
+                raise IdempotencyUnavailable() from None
+            adopted = 1  # Redis went down: the row still says which turn this retry is
+        if not adopted:  # our claim lapsed meanwhile: someone else holds the key now
+            raise IdempotencyUnavailable()
+        return Claim(claim.key, False, record)
 
     async def confirm(self, claim: Claim) -> None:
         """The claim's turn is being recorded: keep the key for the turn's lifetime. Called in
@@ -333,6 +375,12 @@ class IdempotencyStore:
                     logger.warning("idempotency %s not written", what, exc_info=True)
                     return
             await asyncio.sleep(min(_RETRY_CAP, _RETRY_BASE * 2**attempt))
+
+
+def _running(print_: str, turn_id: uuid.UUID) -> dict[str, Any]:
+    """A running claim's record; its JSON is what `confirm`, `renew_held` and `release`
+    compare, so a record put back by `adopt` must be built the same way."""
+    return {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
 
 
 def response_of(outcome: RunOutcome) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
@@ -405,6 +405,29 @@ class TurnRepository(TenantRepository[QueryHistory]):
     ) -> list[QueryHistory]:
         """Up to `limit + 1` turns, newest first (one extra tells whether another page exists)."""
         return await self.keyset_page(self.audited(filters), limit=limit, after=after)
+
+    async def by_idempotency_key(
+        self, user_id: uuid.UUID, key: str, within_seconds: int
+    ) -> QueryHistory | None:
+        """The user's newest turn recorded under the Redis key `key` (the first line of its
+        `idempotency_key`) in the last `within_seconds`, unless it failed (a failed turn's key
+        is released): a retry's turn when Redis forgot the key (ADR 0069). The key's
+        expression is the index's, written out so the index serves."""
+        statement = (
+            select(QueryHistory)
+            .where(
+                QueryHistory.tenant_id == self.tenant_id,
+                QueryHistory.user_id == user_id,
+                QueryHistory.idempotency_key.is_not(None),
+                QueryHistory.status != "failed",
+                text("split_part(query_history.idempotency_key, chr(10), 1) = :key"),
+                QueryHistory.created_at >= func.now() - timedelta(seconds=within_seconds),
+            )
+            .params(key=key)
+            .order_by(QueryHistory.created_at.desc())
+            .limit(1)
+        )
+        return (await self.db.execute(statement)).scalars().first()
 
     def _pending_of(self, user_id: uuid.UUID) -> Select[uuid.UUID]:
         return select(QueryHistory.id).where(

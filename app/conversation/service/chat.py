@@ -11,6 +11,7 @@ transactions too.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -31,10 +32,13 @@ from app.conversation.streaming.resume import Settle, check_resumable, resumed_s
 from app.conversation.streaming.run import Finisher, event_stream
 from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
+from app.conversation.turn.stored import stored_response
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.embeddings.base import prefetch
 from app.limits.limiter import Reservation
 from app.observability import metrics
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -178,9 +182,36 @@ class ChatService:
             async with self.runner.context.transaction(tenant_id) as db:
                 return await TurnRepository(db, tenant_id).get(claimed) is not None
 
-        return await self.guards.idempotency.claim(
+        claim = await self.guards.idempotency.claim(
             tenant_id, principal.user_id, key, fingerprint(endpoint, body), turn_id, turn_exists
         )
+        if claim is None or not claim.won:
+            return claim
+        return await self._recall(principal, claim)
+
+    async def _recall(self, principal: Principal, claim: Claim) -> Claim:
+        """A won claim is a new request unless the database holds a turn recorded under its
+        key within the key's lifetime: Redis forgot the key (evicted it, lost it in a restart
+        without persistence) and this is a retry of that turn (ADR 0069). A failed turn is not
+        one: its key was released, and a retry runs again."""
+        tenant_id = principal.tenant_id
+        store = self.guards.idempotency
+        try:
+            async with self.runner.context.transaction(tenant_id) as db:
+                turn = await TurnRepository(db, tenant_id).by_idempotency_key(
+                    principal.user_id, claim.key, self.settings.idempotency_ttl_seconds
+                )
+        except BaseException:
+            await store.release(claim)
+            raise
+        if turn is None or turn.idempotency_key is None:
+            return claim
+        metrics.IDEMPOTENCY_RECALLED.inc()
+        logger.warning("Idempotency-Key found only in the database: Redis forgot it")
+        response = None
+        if turn.status != "pending":
+            response = stored_response(turn).model_dump(mode="json")
+        return await store.adopt(claim, turn.idempotency_key, turn.id, response)
 
     async def _admit(
         self,
