@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,22 @@ INGESTIBLE = (".pdf", ".txt", ".md", ".markdown", ".text")
 INGEST_CONCURRENCY = 32
 # Few connections suffice: concurrent documents share the pipeline's transactions.
 INGEST_CONNECTIONS = 8
+
+
+_FIRST_HEADING = re.compile(rb"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_TITLE_CHARS = 200
+
+
+def title_of(raw: bytes, path: Path) -> str:
+    """A document's title: a Markdown or text file's first top-level heading, else its file
+    name without the extension (people read "Your data and privacy", not "data-and-privacy")."""
+    if path.suffix.lower() in (".md", ".markdown", ".txt"):
+        heading = _FIRST_HEADING.search(raw[:8192])
+        if heading:
+            title = heading.group(1).decode("utf-8", "replace").strip()
+            if title:
+                return title[:_TITLE_CHARS]
+    return path.stem
 
 
 def files_in(paths: list[Path]) -> list[tuple[Path, str]]:
@@ -83,7 +100,7 @@ async def ingest_files(
                             db,
                             tenant.id,
                             upload,
-                            title=path.stem,
+                            title=title_of(raw, path),
                             external_id=external_id,
                             metadata={},
                             created_by=None,
