@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.composition import classify_query
 from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.cpu import chars_of, run_sized
 from app.conversation.pipeline.followups import keep_user_words, rewrite_by_rules, rewrite_prompt
 from app.conversation.pipeline.query_plan import (
     cited_weight,
@@ -50,14 +51,16 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     async with ctx.transaction(tenant) as db:
         has_kb = await ctx.kb_status.has_documents(db, tenant)
     query, history = state["query"], state["history"]
-    related = relatedness(query, history)
+    size = chars_of(text for turn in history for text in (turn["user_query"], turn["answer"]))
+    related = await run_sized(size, relatedness, query, history)
     follow_up = depends_on_history(related)
     reformulated, how, by = query, "unchanged", None
     model_rewrite = None
     if follow_up and state["triage"]["route"] == "tools":
         # No rewrite call: the planned queries carry the conversation into retrieval, and a
         # tool-calling model that finds the sources short searches with its own query.
-        reformulated, how, by = rewrite_by_rules(query, history), TOOLS_REWRITE, "rules"
+        reformulated = await run_sized(size, rewrite_by_rules, query, history)
+        how, by = TOOLS_REWRITE, "rules"
     elif follow_up:
         # A model call on the path to the first token is paid only by a question that leans
         # on something said before (a referring word, an ordinal, a correction). A question
@@ -68,8 +71,9 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         if model_rewrite is not None:
             reformulated, how, by = model_rewrite, "llm", "llm"
         else:
-            reformulated, how, by = rewrite_by_rules(query, history), "rules", "rules"
-    queries = plan_queries(query, history, related, rewrite=model_rewrite)
+            reformulated = await run_sized(size, rewrite_by_rules, query, history)
+            how, by = "rules", "rules"
+    queries = await run_sized(size, plan_queries, query, history, related, rewrite=model_rewrite)
     guess = classify_query(
         f"{query} {reformulated}" if follow_up else query,
         attachments=len(state["active_attachment_ids"]),

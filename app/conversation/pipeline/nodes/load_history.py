@@ -7,21 +7,18 @@ budget), so nothing is lost between two folds."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.cpu import chars_of, run_sized
 from app.conversation.pipeline.query_plan import history_query
 from app.conversation.pipeline.state import TurnState, turn_ids
 from app.conversation.turn.types import ChatMessage, HistoryTurn
 from app.embeddings.base import prefetch
 from app.pii.detect import anonymize
-
-INLINE_CLIENT_CHARS = 8_000
-"""A client-sent history up to this long is merged on the event loop (about a millisecond)."""
 
 
 def _norm(text: str) -> str:
@@ -88,13 +85,10 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     )
     query = state["query"]
     client = state["client_history"]
-    if sum(len(m["content"]) for m in client) > INLINE_CLIENT_CHARS:
-        # Reading a long client-sent history (personal data, follow-ups) is pure Python:
-        # on the event loop, 96,000 characters of it held every other request for a few
-        # hundred milliseconds (issue 33). The guard has already bounded what is read.
-        history, queries = await asyncio.to_thread(_merged_and_queries, uncovered, client, query)
-    else:
-        history, queries = _merged_and_queries(uncovered, client, query)
+    # Reading a long client-sent history (personal data, follow-ups) is pure Python: off
+    # the event loop (app/conversation/pipeline/cpu.py). The guard bounded what is read.
+    size = chars_of(m["content"] for m in client)
+    history, queries = await run_sized(size, _merged_and_queries, uncovered, client, query)
     # The queries retrieve will search with are known now: their embeddings run while the
     # attachments, the FAQ fast path and the classification are worked out.
     prefetch(ctx.embedder, queries)
