@@ -1,9 +1,10 @@
 """The actions on an answer (issue 28 item 4): copy it as Markdown, regenerate it, edit the
-last question and send it again, continue after Stop."""
+last question and send it again, continue after Stop; a stopped answer keeps its sources."""
 
 from __future__ import annotations
 
 import httpx
+import pytest
 from playwright.async_api import Page, expect
 
 from tests.web.conftest import World, api_login
@@ -103,3 +104,24 @@ async def test_a_stopped_answer_offers_continue_which_asks_for_the_rest(
     await expect(page.locator(f"{LAST} .continue")).to_be_hidden()
     stored = await stored_turns(world, page)
     assert str(stored[-1]["user_query"]).startswith("Continue"), stored[-1]["user_query"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="server side: the `sources` event leaves after generation (never, when stopped) and "
+    "an incomplete turn's record keeps no sources, so the page has none to show",
+)
+async def test_a_stopped_answer_keeps_its_sources(page: Page, world: World) -> None:
+    await new_chat(page, world)
+    await ask(page, "Cite slowly the refund policy")
+    await expect(page.locator(f"{LAST} .answer")).to_contain_text("part3")
+    await page.keyboard.press("Escape")
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
+    sources = page.locator(f"{LAST} .turn-actions button", has_text="Sources")
+    await expect(sources).to_be_visible(timeout=3000)
+    await sources.click()
+    await expect(page.locator("#panel .source").first).to_contain_text("Refund policy")
+    await page.keyboard.press("Escape")
+    await page.reload()
+    await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
+    await expect(sources).to_be_visible(timeout=3000)
