@@ -7,7 +7,7 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.web.conftest import World, api_login
+from tests.web.conftest import World, api_login, screenshot
 from tests.web.test_chat import LAST, ask, new_chat
 
 QUESTION = ".question .question-text"
@@ -57,7 +57,7 @@ async def test_edit_the_last_question_and_send_it_as_a_new_turn(page: Page, worl
     await new_chat(page, world)
     await ask(page, "What is the refund polcy?")
     await expect(page.locator(LAST)).to_have_attribute("data-status", "complete")
-    await page.locator(f"{LAST} .question .edit").click()
+    await page.locator(f"{LAST} > .edit").click()
     editor = page.locator(f"{LAST} .edit-question textarea")
     await expect(editor).to_have_value("What is the refund polcy?")
     await expect(editor).to_be_focused()
@@ -66,8 +66,13 @@ async def test_edit_the_last_question_and_send_it_as_a_new_turn(page: Page, worl
     await expect(editor).to_have_count(0)
     await expect(page.locator(f"{LAST} {QUESTION}")).to_have_text("What is the refund polcy?")
 
-    await page.locator(f"{LAST} .question .edit").click()
+    await page.locator(f"{LAST} > .edit").click()
     await editor.fill("What is the refund policy for annual plans?")
+    await screenshot(page, "chat-edit")
+    await page.emulate_media(color_scheme="dark")
+    await screenshot(page, "chat-edit-dark")
+    await page.emulate_media(color_scheme="light")
+    await editor.focus()
     await page.keyboard.press("Enter")
     await expect(page.locator(".turn")).to_have_count(2)
     await expect(page.locator(".turn").first.locator(QUESTION)).to_have_text(
@@ -82,7 +87,7 @@ async def test_edit_the_last_question_and_send_it_as_a_new_turn(page: Page, worl
         "What is the refund polcy?",
         "What is the refund policy for annual plans?",
     ]
-    await expect(page.locator(".turn").first.locator(".question .edit")).to_be_hidden()
+    await expect(page.locator(".turn:first-of-type > .edit")).to_be_hidden()
 
 
 async def test_a_stopped_answer_offers_continue_which_asks_for_the_rest(

@@ -25,21 +25,23 @@ export function turnView(turn, actions = null) {
   const continueButton = h("button", { type: "button", class: "link continue", hidden: true }, "Continue");
   const editButton = h("button", { type: "button", class: "link edit", hidden: true, "aria-label": "Edit the question" }, "Edit");
   const questionText = h("span", { class: "question-text" }, turn.user_query);
-  const question = h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), questionText, editButton);
+  const question = h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), questionText);
   const el = h(
     "article",
     { class: "turn", "data-turn-id": turn.id || "" },
     question,
+    editButton,
     h(
       "div",
       { class: "reply" },
       answer,
       status,
-      h("div", { class: "turn-actions" }, copyButton, sourcesButton, buildButton, continueButton, regenerateButton),
+      h("div", { class: "turn-actions" }, sourcesButton, buildButton, copyButton, continueButton, regenerateButton),
     ),
   );
   let pending = null;
   let last = false; // the conversation's last turn: the one regenerate, edit and continue act on
+  let editing = false;
 
   copyButton.addEventListener("click", () => copyText(turn.answer, copyButton, "Copy"));
   regenerateButton.addEventListener("click", () => actions?.regenerate(turn.user_query));
@@ -55,6 +57,8 @@ export function turnView(turn, actions = null) {
     const form = h("form", { class: "edit-question", "aria-label": "Edit the question" }, box, h("div", { class: "edit-actions" }, cancel, sendEdit));
     const close = () => {
       form.replaceWith(question);
+      editing = false;
+      setActions();
       editButton.focus();
     };
     form.addEventListener("submit", (event) => {
@@ -75,6 +79,8 @@ export function turnView(turn, actions = null) {
     });
     cancel.addEventListener("click", close);
     question.replaceWith(form);
+    editing = true;
+    setActions();
     box.focus();
     box.setSelectionRange(box.value.length, box.value.length);
   }
@@ -136,7 +142,7 @@ export function turnView(turn, actions = null) {
     copyButton.hidden = !settledTurn || !turn.answer;
     const mine = Boolean(actions) && last && settledTurn;
     regenerateButton.hidden = !mine;
-    editButton.hidden = !mine;
+    editButton.hidden = !mine || editing;
     continueButton.hidden = !mine || turn.status !== "incomplete" || !turn.answer;
   }
 
