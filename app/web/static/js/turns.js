@@ -41,7 +41,7 @@ export function turnView(turn, actions = null) {
   );
   let pending = null;
   let last = false; // the conversation's last turn: the one regenerate, edit and continue act on
-  let editing = false;
+  let editing = null; // the open editor's close(refocus)
 
   copyButton.addEventListener("click", () => copyText(turn.answer, copyButton, "Copy"));
   regenerateButton.addEventListener("click", () => actions?.regenerate(turn.user_query));
@@ -55,11 +55,12 @@ export function turnView(turn, actions = null) {
     const sendEdit = h("button", { type: "submit", class: "primary" }, "Send");
     const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
     const form = h("form", { class: "edit-question", "aria-label": "Edit the question" }, box, h("div", { class: "edit-actions" }, cancel, sendEdit));
-    const close = () => {
+    const close = (refocus = true) => {
+      if (editing !== close) return; // already closed (sending it made a newer turn)
       form.replaceWith(question);
-      editing = false;
+      editing = null;
       setActions();
-      editButton.focus();
+      if (refocus) editButton.focus();
     };
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -77,9 +78,9 @@ export function turnView(turn, actions = null) {
         close();
       }
     });
-    cancel.addEventListener("click", close);
+    cancel.addEventListener("click", () => close());
     question.replaceWith(form);
-    editing = true;
+    editing = close;
     setActions();
     box.focus();
     box.setSelectionRange(box.value.length, box.value.length);
@@ -142,7 +143,7 @@ export function turnView(turn, actions = null) {
     copyButton.hidden = !settledTurn || !turn.answer;
     const mine = Boolean(actions) && last && settledTurn;
     regenerateButton.hidden = !mine;
-    editButton.hidden = !mine || editing;
+    editButton.hidden = !mine || Boolean(editing);
     continueButton.hidden = !mine || turn.status !== "incomplete" || !turn.answer;
   }
 
@@ -156,6 +157,7 @@ export function turnView(turn, actions = null) {
     /** Whether this is the conversation's last turn (its actions show then only). */
     setLast(value) {
       last = value;
+      if (!last && editing) editing(false); // a newer turn came: this question is no longer the last
       setActions();
     },
     /** Streamed text so far; rendered at most once per frame. */
