@@ -100,6 +100,8 @@ async def test_a_stopped_answer_offers_continue_which_asks_for_the_rest(
     await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
     await page.reload()  # it is offered after a reload too
     await expect(page.locator(LAST)).to_have_attribute("data-status", "incomplete")
+    await expect(page.locator(f"{LAST} .continue")).to_be_visible()
+    await screenshot(page, "chat-stopped")
     await page.locator(f"{LAST} .continue").click()
     await expect(page.locator(".turn")).to_have_count(2)
     await expect(page.locator(f"{LAST} {QUESTION}")).to_contain_text("Continue")
