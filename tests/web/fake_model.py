@@ -77,6 +77,8 @@ def answer_for(prompt: str) -> tuple[list[str], float]:
     if "long answer" in question:
         text = long_answer()
         return [text[i : i + 90] for i in range(0, len(text), 90)], 0.02
+    if "cite slowly" in question:
+        return ["Per the sources", cited, ": ", *(f"part{i} " for i in range(120))], 0.1
     if "slowly" in question:
         return [f"part{i} " for i in range(120)], 0.1
     words = [f"word{i} " for i in range(24)]

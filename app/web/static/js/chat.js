@@ -18,6 +18,8 @@ const NEAR_TOP_PX = 300;
 // After Stop, how long the server gets to end the stream itself (`done`, stopped) before the
 // page stops following it on its own: Send must come back even when the server is unreachable.
 const STOP_GRACE_MS = 1500;
+// What "Continue" sends after a stopped answer (a new turn; the history carries the answer).
+const CONTINUE_MESSAGE = "Continue your previous answer from where it stopped.";
 let active = null; // the page on screen, for the global Esc handler
 
 document.addEventListener("keydown", (event) => {
@@ -222,10 +224,21 @@ export async function chatPage(main, sessionId) {
     else jump.hidden = false;
   });
 
+  // --- the answers' actions that send a new turn (the old one stays above) ----------------
+  const actions = {
+    regenerate: (question) => sendMessage(question),
+    resend: (question) => sendMessage(question),
+    continueAnswer: () => sendMessage(CONTINUE_MESSAGE),
+  };
+  let lastView = null;
+
   function addTurn(turn) {
-    const view = turnView(turn);
+    const view = turnView(turn, actions);
     turns.append(view.el);
     growth.observe(view.el);
+    lastView?.setLast(false);
+    lastView = view;
+    view.setLast(true);
     toEnd();
     return view;
   }
@@ -328,12 +341,24 @@ export async function chatPage(main, sessionId) {
     }
   }
 
-  async function submit(event) {
+  function submit(event) {
     event?.preventDefault();
     const message = textarea.value.trim();
-    if (!message || state.streaming) return;
+    if (sendMessage(message)) textarea.value = "";
+  }
+
+  /** Send `message` as a new turn; false (nothing sent) while another answer streams. */
+  function sendMessage(message) {
+    if (!message || state.streaming || state.asking) return false;
+    state.asking = true; // until the stream starts: a new chat is stored first
+    ask(message).finally(() => {
+      state.asking = false;
+    });
+    return true;
+  }
+
+  async function ask(message) {
     showFormError("");
-    textarea.value = "";
     turns.querySelector(".welcome")?.remove();
     const view = addTurn({ id: null, user_query: message, answer: "", status: "pending" });
     if (!state.session) {
@@ -353,7 +378,9 @@ export async function chatPage(main, sessionId) {
         })
         .catch(() => null);
     }
-    await run(view, { session_id: sessionId, message });
+    const running = run(view, { session_id: sessionId, message });
+    state.asking = false;
+    await running;
     textarea.focus();
   }
   composer.addEventListener("submit", submit);

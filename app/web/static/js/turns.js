@@ -1,8 +1,10 @@
 // One turn of the conversation on screen: the question, the answer as safe Markdown with
-// numbered citations, its status, and the buttons for its sources and how it was built.
+// numbered citations, its status, and its actions: copy the answer (as Markdown), its
+// sources, how it was built; on the last turn only, regenerate, edit the question and send
+// it again, and continue after Stop (`actions`, given by the chat page, sends each).
 
 import { h } from "./dom.js";
-import { highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
+import { copyText, highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
 import { openBuild, openSources, splitSources } from "./panels.js";
 
 const STATUS = {
@@ -11,18 +13,78 @@ const STATUS = {
   pending: "Answering…",
 };
 
-export function turnView(turn) {
+/** `actions`: `regenerate(question)`, `resend(question)` (edited), `continueAnswer()`; each
+ * sends a new turn and says whether it could (not while another answer streams). */
+export function turnView(turn, actions = null) {
   const answer = h("div", { class: "answer markdown" });
   const status = h("p", { class: "status", hidden: true });
+  const copyButton = h("button", { type: "button", class: "link copy-answer", hidden: true }, "Copy");
   const sourcesButton = h("button", { type: "button", class: "link", hidden: true }, "Sources");
   const buildButton = h("button", { type: "button", class: "link", hidden: true }, "How this answer was built");
+  const regenerateButton = h("button", { type: "button", class: "link regenerate", hidden: true }, "Regenerate");
+  const continueButton = h("button", { type: "button", class: "link continue", hidden: true }, "Continue");
+  const editButton = h("button", { type: "button", class: "link edit", hidden: true, "aria-label": "Edit the question" }, "Edit");
+  const questionText = h("span", { class: "question-text" }, turn.user_query);
+  const question = h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), questionText);
   const el = h(
     "article",
     { class: "turn", "data-turn-id": turn.id || "" },
-    h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), turn.user_query),
-    h("div", { class: "reply" }, answer, status, h("div", { class: "turn-actions" }, sourcesButton, buildButton)),
+    question,
+    editButton,
+    h(
+      "div",
+      { class: "reply" },
+      answer,
+      status,
+      h("div", { class: "turn-actions" }, sourcesButton, buildButton, copyButton, continueButton, regenerateButton),
+    ),
   );
   let pending = null;
+  let last = false; // the conversation's last turn: the one regenerate, edit and continue act on
+  let editing = null; // the open editor's close(refocus)
+
+  copyButton.addEventListener("click", () => copyText(turn.answer, copyButton, "Copy"));
+  regenerateButton.addEventListener("click", () => actions?.regenerate(turn.user_query));
+  continueButton.addEventListener("click", () => actions?.continueAnswer());
+  editButton.addEventListener("click", () => edit());
+
+  /** The question in place as a text box: Enter sends it as a new turn, Esc puts it back. */
+  function edit() {
+    const box = h("textarea", { rows: "2", "aria-label": "Edit the question" });
+    box.value = turn.user_query;
+    const sendEdit = h("button", { type: "submit", class: "primary" }, "Send");
+    const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
+    const form = h("form", { class: "edit-question", "aria-label": "Edit the question" }, box, h("div", { class: "edit-actions" }, cancel, sendEdit));
+    const close = (refocus = true) => {
+      if (editing !== close) return; // already closed (sending it made a newer turn)
+      form.replaceWith(question);
+      editing = null;
+      setActions();
+      if (refocus) editButton.focus();
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = box.value.trim();
+      if (!text) return;
+      if (text === turn.user_query.trim() || actions?.resend(text)) close();
+    });
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        close();
+      }
+    });
+    cancel.addEventListener("click", () => close());
+    question.replaceWith(form);
+    editing = close;
+    setActions();
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  }
 
   answer.addEventListener("click", (event) => {
     const cite = event.target.closest(".cite");
@@ -77,6 +139,12 @@ export function turnView(turn) {
     sourcesButton.hidden = !label;
     sourcesButton.textContent = label || "Sources";
     buildButton.hidden = !turn.context_metadata || !Object.keys(turn.context_metadata).length;
+    const settledTurn = turn.status !== "pending";
+    copyButton.hidden = !settledTurn || !turn.answer;
+    const mine = Boolean(actions) && last && settledTurn;
+    regenerateButton.hidden = !mine;
+    editButton.hidden = !mine || Boolean(editing);
+    continueButton.hidden = !mine || turn.status !== "incomplete" || !turn.answer;
   }
 
   render();
@@ -86,6 +154,12 @@ export function turnView(turn) {
   return {
     el,
     turn,
+    /** Whether this is the conversation's last turn (its actions show then only). */
+    setLast(value) {
+      last = value;
+      if (!last && editing) editing(false); // a newer turn came: this question is no longer the last
+      setActions();
+    },
     /** Streamed text so far; rendered at most once per frame. */
     setText(text) {
       turn.answer = text;
@@ -134,6 +208,7 @@ export function turnView(turn) {
       setStatus();
       status.textContent = message;
       status.setAttribute("role", "alert");
+      setActions();
     },
     setSources(sources) {
       turn.sources = sources;
