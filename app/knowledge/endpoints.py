@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, RedisDep, SettingsDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
+from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
@@ -123,7 +124,10 @@ async def list_documents(
     admin: AdminPrincipal,
     db: DbSession,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, json_schema_extra=cursor_schema(CURSOR_FORM, "opaque")),
+    ] = None,
 ) -> DocumentPage:
     """The tenant's documents with their ingestion status and progress, newest first."""
     items, next_cursor = await service.list_documents(db, admin, limit=limit, cursor=cursor)
