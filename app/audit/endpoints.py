@@ -13,7 +13,7 @@ from app.auth.principal import AdminPrincipal
 from app.conversation.turn import filters as turns
 from app.core.deps import DbSession
 from app.core.errors import error_responses
-from app.core.json_types import DateTimeParam
+from app.core.json_types import NO_NUL, DateTimeParam
 from app.core.pagination import CURSOR_FORM, ENTRY_CURSOR_FORM, cursor_schema
 
 router = APIRouter(prefix="/admin/audit", tags=["admin"])
@@ -69,7 +69,7 @@ async def list_log(
     db: DbSession,
     actor_user_id: uuid.UUID | None = None,
     target_user_id: uuid.UUID | None = None,
-    action: Annotated[str | None, Query(max_length=100)] = None,
+    action: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
     limit: Limit = 50,
     cursor: EntryCursorParam = None,
 ) -> AuditLogPage:

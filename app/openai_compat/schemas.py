@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from app.conversation.turn.schemas import MAX_MESSAGE_CHARS, SourceOut, UsageOut
+from app.core.json_types import NO_NUL
 
 MODEL_ID = "threadline"
 """The one model (assistant) Threadline offers for now."""
@@ -21,7 +22,7 @@ MAX_CLIENT_MESSAGES = 1000
 """A resent conversation may be long; only its recent part reaches the turn (the service)."""
 MAX_CONTENT_PARTS = 100
 
-TextContent = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+TextContent = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS, pattern=NO_NUL)]
 
 
 class TextPart(BaseModel):
@@ -79,7 +80,13 @@ class CompletionRequest(BaseModel):
     # Strict, as OpenAI's API: `"stream": "yes"` is a 400, not a guess.
     stream: StrictBool | None = False
     stream_options: StreamOptions | None = None
-    metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = Field(
+    metadata: (
+        dict[
+            Annotated[str, Field(pattern=NO_NUL)],
+            Annotated[str, Field(max_length=512, pattern=NO_NUL)],
+        ]
+        | None
+    ) = Field(
         default=None,
         max_length=16,
         description="`session_id`: the Threadline session to continue (as the "

@@ -14,6 +14,7 @@ from app.auth.principal import AdminPrincipal
 from app.auth.schemas import AdminUser, AdminUserPage, PasswordReset, UpdateUserRequest
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import NO_NUL
 from app.core.pagination import TEXT_CURSOR_FORM, cursor_schema
 from app.users import service
 
@@ -24,7 +25,9 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 async def list_users(
     admin: AdminPrincipal,
     db: DbSession,
-    q: Annotated[str | None, Query(max_length=254, description="Part of the e-mail")] = None,
+    q: Annotated[
+        str | None, Query(max_length=254, pattern=NO_NUL, description="Part of the e-mail")
+    ] = None,
     cursor: Annotated[
         str | None,
         Query(max_length=400, json_schema_extra=cursor_schema(TEXT_CURSOR_FORM, "opaque")),

@@ -20,6 +20,7 @@ from app.conversation.endpoints.session_schemas import (
 from app.conversation.service import sessions as service
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import NO_NUL
 from app.core.pagination import CURSOR_FORM, cursor_schema
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
@@ -32,6 +33,7 @@ SearchParam = Annotated[
     str | None,
     Query(
         max_length=200,
+        pattern=NO_NUL,
         description="Only sessions whose title, or a question or answer of theirs, contains "
         "this text (case-insensitive)",
     ),

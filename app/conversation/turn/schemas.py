@@ -10,11 +10,11 @@ from app.conversation.turn.events import DoneEvent, DoneExtras
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import TriageRecord, Validation
 from app.conversation.turn.types import ChatMessage
+from app.core.json_types import NO_NUL, NOT_BLANK
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MESSAGES = 100
 MAX_ATTACHMENTS = 20
-NOT_BLANK = r"\S"
 # `message` or `messages`, never both: what `_one_conversation` checks, stated in the schema.
 # (That the last of `messages` is the user's, no JSON Schema can say.)
 _ONE_CONVERSATION: list[JsonValue] = [
@@ -35,7 +35,7 @@ class MessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant", "system"]
-    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+    content: str = Field(max_length=MAX_MESSAGE_CHARS, pattern=NO_NUL)
 
 
 class ChatRequest(BaseModel):
