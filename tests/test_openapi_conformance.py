@@ -32,6 +32,8 @@ the configuration below), each for one reason:
   negative case with too many is refused 413 (too large) before it can be 400.
 - Cursors are not adapted: each documents its exact form (app/core/pagination.py), and any
   string of that form is a position.
+- NUL is generated, not adapted: text that reaches PostgreSQL says `^[^\x00]*$` (or refers
+  to `JsonWithoutNul`), multipart titles in words (see app/knowledge/endpoints.py).
 """
 
 from __future__ import annotations
