@@ -11,6 +11,7 @@ from app.attachments import service
 from app.attachments.schemas import AttachmentList, AttachmentOut
 from app.auth.principal import CurrentPrincipal
 from app.core.deps import DbSession, SettingsDep
+from app.core.json_types import UPLOAD_MEDIA_TYPES, UPLOADED_FILE
 from app.ingestion.uploads import read_upload
 
 router = APIRouter(tags=["attachments"])
@@ -21,12 +22,17 @@ router = APIRouter(tags=["attachments"])
     response_model=AttachmentOut,
     status_code=status.HTTP_201_CREATED,
     responses={200: {"model": AttachmentOut, "description": "The same file, already uploaded"}},
+    openapi_extra={
+        "requestBody": {
+            "content": {"multipart/form-data": {"encoding": {"file": UPLOAD_MEDIA_TYPES}}}
+        }
+    },
 )
 async def upload_attachment(
     principal: CurrentPrincipal,
     db: DbSession,
     settings: SettingsDep,
-    file: UploadFile = File(description="PDF, plain text or Markdown"),
+    file: UploadFile = File(json_schema_extra=UPLOADED_FILE),
 ) -> JSONResponse:
     """Upload a document for your conversations; it is processed in the background."""
     data = await read_upload(file, settings.max_upload_bytes, settings.max_document_chars)

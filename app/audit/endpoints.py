@@ -13,12 +13,19 @@ from app.auth.principal import AdminPrincipal
 from app.conversation.turn import filters as turns
 from app.core.deps import DbSession
 from app.core.errors import error_responses
-from app.core.json_types import DateTimeParam
+from app.core.json_types import NO_NUL, DateTimeParam
+from app.core.pagination import CURSOR_FORM, ENTRY_CURSOR_FORM, cursor_schema
 
 router = APIRouter(prefix="/admin/audit", tags=["admin"])
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size")]
-CursorParam = Annotated[str | None, Query(max_length=200, description="From `next_cursor`")]
+CursorParam = Annotated[
+    str | None, Query(max_length=200, json_schema_extra=cursor_schema(CURSOR_FORM, "opaque"))
+]
+EntryCursorParam = Annotated[
+    str | None,
+    Query(max_length=200, json_schema_extra=cursor_schema(ENTRY_CURSOR_FORM, "an entry id")),
+]
 
 
 @router.get("/turns", response_model=AuditTurnPage, responses=error_responses(400))
@@ -62,9 +69,9 @@ async def list_log(
     db: DbSession,
     actor_user_id: uuid.UUID | None = None,
     target_user_id: uuid.UUID | None = None,
-    action: Annotated[str | None, Query(max_length=100)] = None,
+    action: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
     limit: Limit = 50,
-    cursor: CursorParam = None,
+    cursor: EntryCursorParam = None,
 ) -> AuditLogPage:
     """The audit log of the tenant (who read or erased whose data, when, how), newest first."""
     return await service.list_log(

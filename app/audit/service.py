@@ -3,7 +3,7 @@ someone's data is itself logged, in the same transaction."""
 
 from __future__ import annotations
 
-import base64
+import re
 import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,7 +22,7 @@ from app.conversation.repository import TurnRepository
 from app.conversation.turn.filters import TurnFilters
 from app.conversation.turn.manifest import Manifest
 from app.core.errors import BadRequest, NotFound
-from app.core.pagination import Cursor, split_page
+from app.core.pagination import ENTRY_CURSOR_FORM, Cursor, split_page
 from app.models import QueryHistory
 
 
@@ -94,21 +94,18 @@ async def read_turn(db: AsyncSession, admin: Principal, turn_id: uuid.UUID) -> A
 
 
 def _log_cursor(entry_id: int) -> str:
-    return base64.urlsafe_b64encode(str(entry_id).encode()).decode().rstrip("=")
+    return str(entry_id)
 
 
-_MAX_ENTRY_ID = 2**63 - 1  # a bigint: a larger number would fail in the database
+_ENTRY_CURSOR = re.compile(ENTRY_CURSOR_FORM)
 
 
 def _after_entry(token: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode((token + "=" * (-len(token) % 4)).encode("ascii"))
-        entry_id = int(raw.decode("ascii"))
-    except ValueError as exc:
-        raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
-    if not 0 < entry_id <= _MAX_ENTRY_ID:
+    """The entry id of a cursor of `ENTRY_CURSOR_FORM` (at most 18 digits: within a
+    bigint), or 400 `invalid_cursor`."""
+    if not _ENTRY_CURSOR.fullmatch(token):
         raise BadRequest("The cursor is not valid.", code="invalid_cursor")
-    return entry_id
+    return int(token)
 
 
 async def list_log(

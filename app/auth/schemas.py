@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.core.json_types import NO_NUL
+
 Role = Literal["member", "admin"]
 
 # One `@`, a dot in the domain, no spaces or control characters; surrounding spaces are
@@ -110,7 +112,7 @@ class CreateApiKeyRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=100)
+    name: str = Field(min_length=1, max_length=100, pattern=NO_NUL)
     role: Role = "member"
 
 

@@ -32,3 +32,46 @@ def _a_timestamp(value: Any) -> Any:
 
 DateTimeParam = Annotated[datetime, BeforeValidator(_a_timestamp)]
 """A date-time query parameter: ISO 8601 only (not a Unix time, which pydantic would take)."""
+
+
+# PostgreSQL text and jsonb cannot hold NUL: text that is stored or searched states so in its
+# schema, and pydantic refuses it with the same pattern (422) before anything is written.
+NO_NUL = r"^[^\x00]*$"
+# A text document: no C0 control character but tab, newlines and form feed (which the upload
+# sniffer answers with 415 `unsupported_file_type`, found in the first 65,536 characters).
+TEXT_FILE_PATTERN = r"^[^\x00-\x08\x0b\x0e-\x1f]*$"
+# An uploaded file, which a binary schema cannot describe further.
+UPLOADED_FILE: dict[str, Any] = {
+    "minLength": 1,
+    "description": "A PDF (its first bytes `%PDF-`) or UTF-8 text without control characters "
+    "but tab, newlines and form feed (plain text or Markdown). An empty file is 422 "
+    "`empty_file`, anything else 415 `unsupported_file_type`.",
+}
+# The media types an uploaded file's part may be (multipart `encoding`); the content decides.
+UPLOAD_MEDIA_TYPES = {"contentType": "application/pdf, text/plain, text/markdown"}
+# Any JSON without NUL in a string or a key (jsonb cannot hold it either): a component of
+# the document (app/core/openapi.py), for the JSON objects a client stores (`metadata`).
+JSON_WITHOUT_NUL = "JsonWithoutNul"
+JSON_WITHOUT_NUL_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": f"#/components/schemas/{JSON_WITHOUT_NUL}"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": f"#/components/schemas/{JSON_WITHOUT_NUL}"},
+        },
+    ],
+    "description": "Any JSON value without NUL in a string or a key (422 `invalid_data`).",
+}
+# A JSON object of that kind. Pydantic cannot generate a `$ref` to a component it does not
+# know, so a field's `json_schema_extra` is this mark, which app/core/openapi.py replaces.
+JSON_OBJECT_WITHOUT_NUL_MARK = "x-json-object-without-nul"
+JSON_OBJECT_WITHOUT_NUL: dict[str, Any] = {JSON_OBJECT_WITHOUT_NUL_MARK: True}
+JSON_OBJECT_WITHOUT_NUL_SCHEMA: dict[str, Any] = {
+    "propertyNames": {"pattern": NO_NUL},
+    "additionalProperties": {"$ref": f"#/components/schemas/{JSON_WITHOUT_NUL}"},
+}
+# Not blank either: a character other than whitespace, and no NUL anywhere.
+NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"

@@ -24,6 +24,12 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from app.core.errors import ErrorResponse, error_responses
+from app.core.json_types import (
+    JSON_OBJECT_WITHOUT_NUL_MARK,
+    JSON_OBJECT_WITHOUT_NUL_SCHEMA,
+    JSON_WITHOUT_NUL,
+    JSON_WITHOUT_NUL_SCHEMA,
+)
 
 _SCHEMA_REF = "#/components/schemas/{model}"
 
@@ -72,6 +78,8 @@ def document_errors(
         error_schema = ErrorResponse.model_json_schema(ref_template=_SCHEMA_REF)
         schemas.update(error_schema.pop("$defs", {}))
         schemas.setdefault("ErrorResponse", error_schema)
+        schemas.setdefault(JSON_WITHOUT_NUL, JSON_WITHOUT_NUL_SCHEMA)
+        _mark_json_without_nul(document)
         for context in iter_route_contexts(app.routes):
             route = context.original_route
             operations = document["paths"].get(context.path_format or "", {})
@@ -103,3 +111,15 @@ def _add_errors(operation: dict[str, Any], statuses: set[int], declared: Mapping
                 "application/json": {"schema": {"$ref": _SCHEMA_REF.format(model="ErrorResponse")}}
             },
         }
+
+
+def _mark_json_without_nul(node: Any) -> None:
+    """Objects marked `JSON_OBJECT_WITHOUT_NUL` get their schema (a `$ref` to the component)."""
+    if isinstance(node, dict):
+        if node.pop(JSON_OBJECT_WITHOUT_NUL_MARK, False):
+            node.update(JSON_OBJECT_WITHOUT_NUL_SCHEMA)
+        for value in node.values():
+            _mark_json_without_nul(value)
+    elif isinstance(node, list):
+        for value in node:
+            _mark_json_without_nul(value)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import NO_NUL
 from app.faqs import service
 from app.faqs.deps import EmbedderDep, PolicyCacheDep
 
@@ -22,8 +23,8 @@ class FaqIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=1000)
-    answer: str = Field(min_length=1, max_length=8000)
+    question: str = Field(min_length=1, max_length=1000, pattern=NO_NUL)
+    answer: str = Field(min_length=1, max_length=8000, pattern=NO_NUL)
 
     @field_validator("question", "answer")
     @classmethod

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.core.json_types import json_number
+from app.core.json_types import NO_NUL, json_number
 from app.core.tenant_cache import TenantCache
 from app.faqs.thresholds import faq_threshold
 from app.guardrails.repository import policy_inputs
@@ -33,7 +33,7 @@ class GuardrailOverrides(BaseModel):
     injection: Action | None = None
     abuse: Action | None = None
     pii: Action | None = None
-    topics: list[str] | None = Field(default=None, max_length=100)
+    topics: list[Annotated[str, Field(pattern=NO_NUL)]] | None = Field(default=None, max_length=100)
     """Allowed topics (words or short phrases); empty or null: any topic."""
     faq_threshold: float | None = Field(default=None, gt=0, le=1)
     smalltalk: StrictBool | None = None

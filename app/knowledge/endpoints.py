@@ -15,6 +15,12 @@ from pydantic import ValidationError
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, RedisDep, SettingsDep
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
+from app.core.json_types import (
+    JSON_OBJECT_WITHOUT_NUL,
+    UPLOAD_MEDIA_TYPES,
+    UPLOADED_FILE,
+)
+from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
@@ -41,13 +47,18 @@ _BODY = {
                     "type": "object",
                     "required": ["file"],
                     "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "title": {"type": "string"},
-                        "external_id": {"type": "string"},
-                        "metadata": {"type": "object"},
+                        "file": {"type": "string", "format": "binary", **UPLOADED_FILE},
+                        # NUL in these is 422 `invalid_data`, but schemathesis 4.32 mutates a
+                        # multipart part's `pattern` into values that match it: said in words.
+                        "title": {"type": "string", "description": "No NUL (422)."},
+                        "external_id": {"type": "string", "description": "No NUL (422)."},
+                        "metadata": {"type": "object", **JSON_OBJECT_WITHOUT_NUL},
                     },
                 },
-                "encoding": {"metadata": {"contentType": "application/json"}},
+                "encoding": {
+                    "metadata": {"contentType": "application/json"},
+                    "file": UPLOAD_MEDIA_TYPES,
+                },
             },
             "application/json": {"schema": TextDocumentIn.model_json_schema()},
         },
@@ -123,7 +134,10 @@ async def list_documents(
     admin: AdminPrincipal,
     db: DbSession,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, json_schema_extra=cursor_schema(CURSOR_FORM, "opaque")),
+    ] = None,
 ) -> DocumentPage:
     """The tenant's documents with their ingestion status and progress, newest first."""
     items, next_cursor = await service.list_documents(db, admin, limit=limit, cursor=cursor)

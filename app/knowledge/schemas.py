@@ -7,7 +7,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.core.json_types import json_number
+from app.core.json_types import (
+    JSON_OBJECT_WITHOUT_NUL,
+    NO_NUL,
+    TEXT_FILE_PATTERN,
+    json_number,
+)
 from app.core.text import snippet
 from app.ingestion.extract import MARKDOWN, TEXT
 from app.retrieval.base import Hit
@@ -18,10 +23,15 @@ class TextDocumentIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=300)
-    text: str = Field(min_length=1, max_length=5_000_000)
-    external_id: str | None = Field(default=None, max_length=300)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    title: str = Field(min_length=1, max_length=300, pattern=NO_NUL)
+    # The code answers other text with its own 415 `unsupported_file_type` (as for a file).
+    text: str = Field(
+        min_length=1, max_length=5_000_000, json_schema_extra={"pattern": TEXT_FILE_PATTERN}
+    )
+    external_id: str | None = Field(default=None, max_length=300, pattern=NO_NUL)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra=JSON_OBJECT_WITHOUT_NUL
+    )
     content_type: str = Field(default=TEXT, pattern=f"^({TEXT}|{MARKDOWN})$")
 
 
@@ -66,7 +76,7 @@ class SearchIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=4000, pattern=NO_NUL)
     k: int = Field(default=10, ge=1, le=100)
 
     _number = field_validator("k", mode="before")(json_number)

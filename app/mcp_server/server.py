@@ -36,11 +36,14 @@ from starlette.types import Receive, Scope, Send
 from app.audit.schemas import AuditTurnRecord
 from app.conversation.endpoints.deps import get_chat_service
 from app.conversation.endpoints.session_schemas import SessionPage, TurnPage
-from app.conversation.turn.schemas import MAX_MESSAGE_CHARS, NOT_BLANK
+from app.conversation.turn.schemas import MAX_MESSAGE_CHARS
 from app.core.errors import INVALID_DATA, AppError, error_response, is_data_error
 from app.knowledge.schemas import SearchOut
 from app.mcp_server.auth import ApiKeyGate, principal_of
 from app.mcp_server.tools import Answer, Toolbox
+
+# Not blank (NUL is the database's 422 `invalid_data`, which the tools report as such).
+NOT_BLANK = r"\S"
 
 PATH = "/mcp"
 INSTRUCTIONS = (

@@ -12,7 +12,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
-from app.conversation.turn.schemas import MAX_MESSAGE_CHARS, SourceOut, UsageOut
+from app.conversation.turn.schemas import (
+    CONVERSATION_EXAMPLE,
+    MAX_MESSAGE_CHARS,
+    SourceOut,
+    UsageOut,
+)
+from app.core.json_types import NO_NUL
 
 MODEL_ID = "threadline"
 """The one model (assistant) Threadline offers for now."""
@@ -21,7 +27,7 @@ MAX_CLIENT_MESSAGES = 1000
 """A resent conversation may be long; only its recent part reaches the turn (the service)."""
 MAX_CONTENT_PARTS = 100
 
-TextContent = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+TextContent = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS, pattern=NO_NUL)]
 
 
 class TextPart(BaseModel):
@@ -75,11 +81,23 @@ class CompletionRequest(BaseModel):
         description="`threadline` (GET /v1/models); another is a 404 `model_not_found`.",
         json_schema_extra={"enum": [MODEL_ID]},
     )
-    messages: list[CompletionMessage] = Field(min_length=1, max_length=MAX_CLIENT_MESSAGES)
+    messages: list[CompletionMessage] = Field(
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGES,
+        description="The conversation, oldest first. The last message must be the user's, "
+        "with text (400 otherwise, as OpenAI's API): the rule JSON Schema cannot state.",
+        examples=[CONVERSATION_EXAMPLE],
+    )
     # Strict, as OpenAI's API: `"stream": "yes"` is a 400, not a guess.
     stream: StrictBool | None = False
     stream_options: StreamOptions | None = None
-    metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = Field(
+    metadata: (
+        dict[
+            Annotated[str, Field(pattern=NO_NUL)],
+            Annotated[str, Field(max_length=512, pattern=NO_NUL)],
+        ]
+        | None
+    ) = Field(
         default=None,
         max_length=16,
         description="`session_id`: the Threadline session to continue (as the "

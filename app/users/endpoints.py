@@ -14,6 +14,8 @@ from app.auth.principal import AdminPrincipal
 from app.auth.schemas import AdminUser, AdminUserPage, PasswordReset, UpdateUserRequest
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import NO_NUL
+from app.core.pagination import TEXT_CURSOR_FORM, cursor_schema
 from app.users import service
 
 router = APIRouter(prefix="/admin", tags=["admin"])
@@ -23,8 +25,13 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 async def list_users(
     admin: AdminPrincipal,
     db: DbSession,
-    q: Annotated[str | None, Query(max_length=254, description="Part of the e-mail")] = None,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
+    q: Annotated[
+        str | None, Query(max_length=254, pattern=NO_NUL, description="Part of the e-mail")
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=400, json_schema_extra=cursor_schema(TEXT_CURSOR_FORM, "opaque")),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> AdminUserPage:
     """The tenant's users by e-mail, with role, status, last sign-in and conversation count."""

@@ -9,7 +9,7 @@ user's logins, and while disabled every credential of the user is refused (`prin
 from __future__ import annotations
 
 import base64
-import binascii
+import re
 import secrets
 import uuid
 from datetime import UTC, datetime
@@ -22,6 +22,7 @@ from app.auth.principal import Principal
 from app.auth.repository import RefreshFamilyRepository, UserRepository
 from app.auth.schemas import AdminUser, AdminUserPage, PasswordReset, UpdateUserRequest
 from app.core.errors import BadRequest, Conflict, NotFound
+from app.core.pagination import TEXT_CURSOR_FORM
 from app.models import User
 
 
@@ -42,12 +43,17 @@ def _cursor(email: str) -> str:
     return base64.urlsafe_b64encode(email.encode()).decode().rstrip("=")
 
 
+_TEXT_CURSOR = re.compile(TEXT_CURSOR_FORM)
+
+
 def _after(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.b64decode(padded, altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest("The cursor is not valid.", code="invalid_cursor") from exc
+    """The e-mail a cursor of `TEXT_CURSOR_FORM` names; any such cursor is a position
+    (bytes that are not UTF-8 or hold NUL, which no e-mail has, are still an ordering point),
+    anything else 400 `invalid_cursor`."""
+    if not _TEXT_CURSOR.fullmatch(cursor):
+        raise BadRequest("The cursor is not valid.", code="invalid_cursor")
+    raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+    return raw.decode(errors="replace").replace("\x00", "")
 
 
 async def list_users(

@@ -44,14 +44,26 @@ CRAFTED = [
     _b64(b"[1e999, 1e999]"),
     _b64(b"[" * 150),
 ]
+# Of the cursors' own forms (app/core/pagination.py), but not of their patterns.
+CRAFTED += [
+    "1." + "0" * 31,  # an id one digit short
+    "1." + "0" * 31 + "G",
+    "12345678901234567." + "0" * 32,  # 17 digits
+    "-1." + "0" * 32,
+    "1." + "0" * 32 + "\n",
+    "1",
+]
 # The audit log's cursor is an entry id (so "5" is a valid one).
 CRAFTED_LOG = [
-    *(cursor for cursor in CRAFTED if cursor != _b64(b"5")),
-    _b64(b"99999999999999999999999999"),  # beyond bigint
-    _b64(str(2**63).encode()),
-    _b64(b"-5"),
-    _b64(b"0"),
-    _b64(b"1.5"),
+    *(cursor for cursor in CRAFTED if cursor != "1"),
+    "99999999999999999999999999",  # beyond bigint
+    "1" * 19,
+    str(2**63),
+    "-5",
+    "0",
+    "05",
+    "1.5",
+    _b64(b"5"),  # the earlier form
 ]
 
 
@@ -68,6 +80,7 @@ async def test_crafted_cursors_are_400_on_every_list_endpoint(
         "/kb/documents": CRAFTED,
         "/admin/audit/turns": CRAFTED,
         "/admin/audit/log": CRAFTED_LOG,
+        "/admin/users": ["!!!!", "a", "AAAAA", "AA==", "A.B", "%C3%A9"],
     }
     for path, cursors in endpoints.items():
         for cursor in cursors:
@@ -100,3 +113,25 @@ async def test_a_real_cursor_still_pages(
     if cursor is not None:
         second = await client.get(path, params={"limit": 1, "cursor": cursor}, headers=who.headers)
         assert second.status_code == 200, second.text
+
+
+async def test_every_cursor_of_the_documented_form_is_a_position(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The document's cursor patterns are exact: a string of one, issued or not, pages."""
+    admin = await make_user(db, await make_tenant(db), role="admin")
+    chat = await make_session(db, admin)
+    who = await login(client, admin)
+    keyset = ["0." + "0" * 32, "9" * 16 + "." + "f" * 32, "1764200000000000." + uuid.uuid4().hex]
+    endpoints = {
+        "/sessions": keyset,
+        f"/sessions/{chat.id}/turns": keyset,
+        "/kb/documents": keyset,
+        "/admin/audit/turns": keyset,
+        "/admin/audit/log": ["1", "9" * 18],
+        "/admin/users": ["", "AA", "_-_", "____", _b64(b"\xff\x00@"), _b64(b"b@example.com")],
+    }
+    for path, cursors in endpoints.items():
+        for cursor in cursors:
+            response = await client.get(path, params={"cursor": cursor}, headers=who.headers)
+            assert response.status_code == 200, (path, cursor, response.text)

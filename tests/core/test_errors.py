@@ -119,7 +119,17 @@ async def test_a_nul_character_is_a_clear_422_not_a_500(
 ) -> None:
     owner = await login(client, await make_user(db, await make_tenant(db)))
     response = await client.post("/sessions", json={"title": "a\u0000b"}, headers=owner.headers)
-    assert_error(response, 422, "invalid_data")
+    # Refused by the schema's pattern (^[^\x00]*$) before the database sees it.
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] != "internal_error"
+    # Where only the database checks it (a document's metadata, JsonWithoutNul), 422 too.
+    admin = await login(client, await make_user(db, await make_tenant(db), role="admin"))
+    stored = await client.post(
+        "/kb/documents",
+        json={"title": "t", "text": "x", "metadata": {"k": "a\u0000b"}},
+        headers=admin.headers,
+    )
+    assert_error(stored, 422, "invalid_data")
     login_attempt = await client.post(
         "/auth/token", json={"email": "a\u0000@b.co", "password": "x"}
     )

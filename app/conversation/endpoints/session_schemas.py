@@ -7,9 +7,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.conversation.turn.manifest import Manifest
+from app.core.json_types import NOT_BLANK
 
 TITLE_MAX = 200
-NOT_BLANK = r"\S"
 
 
 def _clean_title(value: str | None) -> str | None:

@@ -20,15 +20,20 @@ from app.conversation.endpoints.session_schemas import (
 from app.conversation.service import sessions as service
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import NO_NUL
+from app.core.pagination import CURSOR_FORM, cursor_schema
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
 
 Limit = Annotated[int, Query(ge=1, le=100, description="Page size")]
-CursorParam = Annotated[str | None, Query(max_length=200, description="From `next_cursor`")]
+CursorParam = Annotated[
+    str | None, Query(max_length=200, json_schema_extra=cursor_schema(CURSOR_FORM, "opaque"))
+]
 SearchParam = Annotated[
     str | None,
     Query(
         max_length=200,
+        pattern=NO_NUL,
         description="Only sessions whose title, or a question or answer of theirs, contains "
         "this text (case-insensitive)",
     ),

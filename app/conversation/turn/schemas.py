@@ -10,11 +10,11 @@ from app.conversation.turn.events import DoneEvent, DoneExtras
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import TriageRecord, Validation
 from app.conversation.turn.types import ChatMessage
+from app.core.json_types import NO_NUL, NOT_BLANK
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MESSAGES = 100
 MAX_ATTACHMENTS = 20
-NOT_BLANK = r"\S"
 # `message` or `messages`, never both: what `_one_conversation` checks, stated in the schema.
 # (That the last of `messages` is the user's, no JSON Schema can say.)
 _ONE_CONVERSATION: list[JsonValue] = [
@@ -29,13 +29,21 @@ _ONE_CONVERSATION: list[JsonValue] = [
 ]
 
 
+# A conversation as a client resends it: ending with the user's message.
+CONVERSATION_EXAMPLE: list[JsonValue] = [
+    {"role": "user", "content": "What is our refund policy?"},
+    {"role": "assistant", "content": "Refunds are accepted within 30 days [1]."},
+    {"role": "user", "content": "And for digital goods?"},
+]
+
+
 class MessageIn(BaseModel):
     """One message of a client-sent conversation."""
 
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant", "system"]
-    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+    content: str = Field(max_length=MAX_MESSAGE_CHARS, pattern=NO_NUL)
 
 
 class ChatRequest(BaseModel):
@@ -45,7 +53,14 @@ class ChatRequest(BaseModel):
 
     session_id: uuid.UUID
     message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS, pattern=NOT_BLANK)
-    messages: list[MessageIn] | None = Field(default=None, min_length=1, max_length=MAX_MESSAGES)
+    messages: list[MessageIn] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The whole conversation, oldest first. The last message must be the "
+        "user's, with text (422 otherwise): the rule JSON Schema cannot state.",
+        examples=[CONVERSATION_EXAMPLE],
+    )
     attachment_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
 
     @model_validator(mode="after")
