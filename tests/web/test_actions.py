@@ -4,7 +4,6 @@ last question and send it again, continue after Stop; a stopped answer keeps its
 from __future__ import annotations
 
 import httpx
-import pytest
 from playwright.async_api import Page, expect
 
 from tests.web.conftest import World, api_login, screenshot
@@ -113,11 +112,6 @@ async def test_a_stopped_answer_offers_continue_which_asks_for_the_rest(
     assert str(stored[-1]["user_query"]).startswith("Continue"), stored[-1]["user_query"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server side: the `sources` event leaves after generation (never, when stopped) and "
-    "an incomplete turn's record keeps no sources, so the page has none to show",
-)
 async def test_a_stopped_answer_keeps_its_sources(page: Page, world: World) -> None:
     await new_chat(page, world)
     await ask(page, "Cite slowly the refund policy")

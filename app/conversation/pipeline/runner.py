@@ -286,6 +286,11 @@ class TurnRunner:
         ending: dict[str, Any] = {"answer": answer, "validation": checked.validation}
         if "triage" in state:
             ending["triage"] = public_triage(state["triage"])
+        # The sources the answer was being written from stay with it: a stopped answer
+        # offers them as a finished one does (issue 28, item 4).
+        retrieved = (state.get("context_metadata") or {}).get("sources")
+        if retrieved:
+            ending["sources"] = retrieved
         if altered and checked.audit is not None:
             ending["audit"] = checked.audit
         return ending

@@ -133,7 +133,7 @@ class RunHandle:
             # The turn was finished before the stop took effect (persist's commit landed as
             # it arrived, or another process finished it): tell what is stored.
             return stored.event()
-        metadata = {k: v for k, v in ending.items() if k in ("triage", "validation")}
+        metadata = {k: v for k, v in ending.items() if k in ("triage", "validation", "sources")}
         extras = DoneExtras(stopped=True, turn_ms=round((time.time() - turn.started_at) * 1000, 3))
         if self.stop_reason:
             extras["reason"] = self.stop_reason
