@@ -12,6 +12,7 @@ and streams their own heartbeats.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -28,9 +29,9 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 
     _head_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the clock for the first request's head."""
-        super().connection_made(transport)
+        super().connection_made(cast(asyncio.Transport, transport))  # TCP: a full transport
         self._arm()
 
     def on_message_begin(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -125,12 +126,15 @@ def check() -> list[str]:
 def update() -> None:
     """Fetch each pinned package with `npm pack`, copy its files, record their sums."""
     sums: dict[str, str] = {}
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("npm is needed to refresh the vendored files (and only for that)")
     with tempfile.TemporaryDirectory() as tmp:
         for package in PACKAGES:
             spec = f"{package.name}@{package.version}"
             # A fixed argv of pinned names, no shell: `npm` from PATH is the maintainer's own.
             packed = subprocess.run(  # noqa: S603
-                ["npm", "pack", spec, "--silent"],  # noqa: S607
+                [npm, "pack", spec, "--silent"],
                 cwd=tmp,
                 check=True,
                 capture_output=True,
