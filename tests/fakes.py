@@ -156,6 +156,27 @@ class ToolCallingChatModel(ScriptedChatModel):
         async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
             yield chunk
 
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """One call (`/chat`): the same plan as a stream, as tool calls or the whole answer."""
+        offered = bool(kwargs.get("tools"))
+        self.tools_offered.append(offered)
+        planned = self.plan(messages) if offered else None
+        if planned:
+            self.calls.append(list(messages))
+            calls = [
+                {"name": name, "args": args, "id": f"call-{len(self.calls)}-{i}"}
+                for i, (name, args) in enumerate(planned)
+            ]
+            message = AIMessage(content="", tool_calls=calls)
+            return ChatResult(generations=[ChatGeneration(message=message)])
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
 
 def responder(model: ScriptedChatModel) -> ChatModelResponder:
     return ChatModelResponder(model, "scripted-fake")

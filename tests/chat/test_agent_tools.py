@@ -336,3 +336,42 @@ async def test_a_passage_the_budget_left_out_does_not_change_the_turns_compositi
     assert body["sources"] == []  # ... but no passage fitted
     assert [d["reason"] for d in metadata["dropped"]] == ["over budget"]
     assert metadata["query_composition"] == "pure_kb"
+
+
+async def test_chat_calls_the_tool_model_whole_and_the_stream_streams_it(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Nobody watches `/chat` token by token: each model call of the tool loop is one call,
+    not a stream parsed chunk by chunk (issue 32). `/chat/stream` still streams the answer."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    await add_kb_document(db, tenant, "Returns policy", OURS)
+
+    def search_once(messages: list[BaseMessage]) -> list[ToolCall] | None:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return None
+        return [("search_knowledge_base", {"query": "refund window for damaged goods"})]
+
+    model = ToolCallingChatModel(reply=lambda _: "Within 30 days [1].", plan=search_once)
+    use_model(app, model)
+
+    response = await ask(client, owner, chat, "How long do I have to return broken stuff?")
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answer"] == "Within 30 days [1]."
+    assert [c["tool"] for c in body["context_metadata"]["tools"]["calls"]] == [
+        "search_knowledge_base"
+    ]
+    assert model.tools_offered == [True, True]
+    assert model.tokens_streamed == 0
+    assert model.whole_answers == 1
+
+    streamed, events, _ = await stream_chat(
+        client, owner.headers, {"session_id": str(chat.id), "message": "And for damaged ones?"}
+    )
+
+    assert streamed.status_code == 200
+    tokens = "".join(e.data["text"] for e in events if e.name == "token")
+    assert tokens == "Within 30 days [1]." == events[-1].data["answer"]
+    assert model.tokens_streamed > 0
+    assert model.whole_answers == 1

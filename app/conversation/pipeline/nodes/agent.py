@@ -85,14 +85,7 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
             else _opening(state, ctx.responder.cache_breakpoints)
         )
         runnable = model.bind_tools(TOOL_SCHEMAS)
-    write = get_stream_writer()
-    reply: AIMessageChunk | None = None
-    async for chunk in runnable.astream(messages):
-        reply = chunk if reply is None else reply + chunk
-        text = chunk.text
-        if text:
-            write({"token": text})
-    reply = reply or AIMessageChunk(content="")
+    reply = await _call(runnable, messages, stream_tokens=state["stream_tokens"])
     tools_meta = dict(state["context_metadata"].get("tools", {}))
     tools_meta.update(rounds=rounds, loop_guard=guard)
     usage = _usage(state, messages, reply)
@@ -155,7 +148,28 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
     }
 
 
-def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessageChunk) -> Usage:
+async def _call(runnable: Any, messages: list[BaseMessage], *, stream_tokens: bool) -> AIMessage:
+    """One model call: streamed token by token when the client watches, else in one call.
+
+    Streaming costs per chunk (the SDK parses each one, LangChain merges them, one event
+    each): for `/chat`, where nobody watches, one call returns the same message for a
+    fraction of that (issue 32).
+    """
+    if not stream_tokens:
+        message = await runnable.ainvoke(messages)
+        assert isinstance(message, AIMessage)
+        return message
+    write = get_stream_writer()
+    reply: AIMessageChunk | None = None
+    async for chunk in runnable.astream(messages):
+        reply = chunk if reply is None else reply + chunk
+        text = chunk.text
+        if text:
+            write({"token": text})
+    return reply or AIMessageChunk(content="")
+
+
+def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessage) -> Usage:
     """This turn's usage so far plus this call's (reported, or counted when not)."""
     reported = reply.usage_metadata
     cached = 0
