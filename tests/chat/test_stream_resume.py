@@ -393,7 +393,9 @@ async def test_a_finished_turn_whose_buffer_was_evicted_resumes_from_its_row(
         full, _ = parse_sse((await response.aread()).decode())
         turn_id = response.headers["x-turn-id"]
     buffer = app.state.resources.guards.streams.buffer
-    await buffer.redis.client.delete(buffer.events_key(uuid.UUID(turn_id)), buffer.owner_key(uuid.UUID(turn_id)))
+    await buffer.redis.client.delete(
+        buffer.events_key(uuid.UUID(turn_id)), buffer.owner_key(uuid.UUID(turn_id))
+    )
 
     resumed, rest = await _resume(client, owner.headers, turn_id, "2")
 
