@@ -375,3 +375,38 @@ async def test_a_stop_no_process_receives_stores_the_turn_incomplete_at_once(
     assert stored.context_metadata["error"]["code"] == "run_lost"
     again = await client.post(f"/chat/{turn.id}/stop", headers=owner.headers)
     assert again.status_code == 409
+
+
+async def test_a_finished_turn_whose_buffer_was_evicted_resumes_from_its_row(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """A Redis under memory pressure may evict a stream's buffer (issue 31 item 2): the
+    resume then tells the stored answer, not 404."""
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    _t2, _u2, _c2, stranger = await make_chatter(client, db)
+    async with client.stream(
+        "POST",
+        "/chat/stream",
+        json={"session_id": str(chat.id), "message": "Refunds?"},
+        headers=owner.headers,
+    ) as response:
+        full, _ = parse_sse((await response.aread()).decode())
+        turn_id = response.headers["x-turn-id"]
+    buffer = app.state.resources.guards.streams.buffer
+    await buffer.redis.client.delete(
+        buffer.events_key(uuid.UUID(turn_id)), buffer.owner_key(uuid.UUID(turn_id))
+    )
+
+    resumed, rest = await _resume(client, owner.headers, turn_id, "2")
+
+    assert resumed.status_code == 200
+    assert rest[-1].name == "done"
+    assert rest[-1].data["answer"] == full[-1].data["answer"]
+    assert rest[-1].data["status"] == "complete"
+    ids = [int(e.id) for e in rest if e.id is not None]
+    assert ids == sorted(ids) and ids[0] > 2
+    late, after_end = await _resume(client, owner.headers, turn_id, str(int(full[-1].id or 0)))
+    assert late.status_code == 200 and [e.name for e in after_end] == ["done"]
+    assert int(after_end[0].id or 0) > int(full[-1].id or 0)
+    foreign, _ = await _resume(client, stranger.headers, turn_id, "2")
+    assert foreign.status_code == 404

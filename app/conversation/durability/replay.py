@@ -50,6 +50,20 @@ async def stored_events(recorded: dict[str, Any]) -> AsyncIterator[bytes]:
     yield format_event(4, "done", response.done_event().data())
 
 
+async def stored_rest(response: ChatResponse, after: int) -> AsyncIterator[bytes]:
+    """The rest of a stream whose buffer is gone (expired, or evicted by a Redis under memory
+    pressure) told from its stored turn: the stored events after `after`, and always its
+    `done`, numbered past `after`, which carries the whole answer (the client's partial
+    tokens are superseded by it)."""
+    events = stored_events(response.model_dump(mode="json"))
+    last = 0
+    async for chunk in events:
+        last += 1
+        if last > after and last < 4:
+            yield chunk
+    yield format_event(max(4, after + 1), "done", response.done_event().data())
+
+
 class RetryReplay:
     """What a retry that lost the claim gets (see the module docstring)."""
 

@@ -23,7 +23,7 @@ from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
 from app.conversation.durability.idempotency import Claim, IdempotencyStore, fingerprint
 from app.conversation.durability.leases import TurnLeases
-from app.conversation.durability.replay import RetryReplay
+from app.conversation.durability.replay import RetryReplay, stored_rest
 from app.conversation.pipeline.runner import PreparedTurn, TurnRunner
 from app.conversation.repository import TurnRepository
 from app.conversation.service import admission
@@ -128,12 +128,33 @@ class ChatService:
     async def resume(
         self, principal: Principal, turn_id: uuid.UUID, after: int
     ) -> AsyncIterator[bytes]:
-        """The caller's stream after event `after`, then its live rest (404 when the stream
-        is not the caller's or no longer buffered)."""
-        await check_resumable(self.guards.streams, principal, turn_id)
+        """The caller's stream after event `after`, then its live rest; a finished turn whose
+        buffer is gone, from its row (404 when the turn is not the caller's, or is running
+        without a buffer)."""
+        try:
+            await check_resumable(self.guards.streams, principal, turn_id)
+        except NotFound:
+            stored = await self._stored_stream(principal, turn_id, after)
+            if stored is None:
+                raise
+            metrics.STREAMS_STARTED.labels(kind="stored").inc()
+            return stored
         await self.guards.follows.admit(principal.user_id, turn_id)
         metrics.STREAMS_STARTED.labels(kind="resumed").inc()
         return self._follow(principal, turn_id, after)
+
+    async def _stored_stream(
+        self, principal: Principal, turn_id: uuid.UUID, after: int
+    ) -> AsyncIterator[bytes] | None:
+        """The caller's finished turn whose buffer is gone: its stored answer as the rest of
+        the stream (issue 31: an evicting Redis made 56 of 60 resumes 404). None for a turn
+        that is not the caller's or still running (its buffer is the only way to follow it)."""
+        tenant_id = principal.tenant_id
+        async with self.runner.context.transaction(tenant_id) as db:
+            turn = await TurnRepository(db, tenant_id).get(turn_id)
+        if turn is None or turn.user_id != principal.user_id or turn.status == "pending":
+            return None
+        return stored_rest(stored_response(turn), after)
 
     async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
         """Stop a running turn wherever it runs (`stopping`), or finish it here when the
