@@ -188,7 +188,7 @@ async def read_settings(
     return _shown(await sso_settings.get_settings(db, admin), settings, request)
 
 
-@admin_router.put("", response_model=SsoSettingsOut, responses=error_responses(422))
+@admin_router.put("", response_model=SsoSettingsOut, responses=error_responses(409))
 async def write_settings(
     body: SsoSettingsIn,
     request: Request,

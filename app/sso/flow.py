@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import tokens
@@ -224,6 +225,25 @@ def _group_names(claims: dict[str, Any], claim: str | None) -> list[str] | None:
     return list(dict.fromkeys(n[:MAX_GROUP_NAME] for n in names))[:MAX_GROUPS]
 
 
+async def _create_member(
+    db: AsyncSession, users: UserRepository, tenant_id: uuid.UUID, email: str
+) -> User:
+    """A new member with this e-mail; the one a concurrent first sign-in created, if it won."""
+    user = User(
+        tenant_id=tenant_id, email=email, password_hash=SSO_ONLY_PASSWORD_HASH, role="member"
+    )
+    try:
+        async with db.begin_nested():
+            users.add(user)
+            await db.flush()
+    except IntegrityError:
+        existing = await users.by_email(email)
+        if existing is None:
+            raise
+        return existing
+    return user
+
+
 async def _sign_in(
     db: AsyncSession,
     settings: Settings,
@@ -236,12 +256,8 @@ async def _sign_in(
     users = UserRepository(db, tenant_id)
     user = await users.by_email(email)
     if user is None:  # created just in time, as a member
-        user = User(
-            tenant_id=tenant_id, email=email, password_hash=SSO_ONLY_PASSWORD_HASH, role="member"
-        )
-        users.add(user)
-        await db.flush()
-    elif user.disabled_at is not None:
+        user = await _create_member(db, users, tenant_id, email)
+    if user.disabled_at is not None:
         raise SsoRefused("account_disabled", "the account is disabled")
     if groups is not None:
         await group_sync.set_user_groups(db, tenant_id, user.id, groups)

@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime
-from urllib.parse import urlsplit
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.core.json_types import NO_NUL
 
-_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-# A claim name, and the scopes: printable characters without spaces (RFC 6749 §3.3).
+# The schema states each rule the API enforces (the OpenAPI conformance test holds it to that).
+# An issuer: https with a host, or http on the loopback interface only (where tests and local
+# providers run); no query or fragment (OpenID Connect Core §2).
+_PATH = r"(:[0-9]{1,5})?(/[^\s?#\x00]*)?"
+ISSUER_PATTERN = (
+    rf"^(https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]){_PATH}"
+    rf"|http://(127\.0\.0\.1|localhost|\[::1\]){_PATH})$"
+)
+# A domain name, optionally written with its "@".
+DOMAIN_PATTERN = r"^@?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
+# Printable words separated by spaces, one of them `openid`.
+SCOPES_PATTERN = r"^ *([\x21-\x7e]+ +)*openid( +[\x21-\x7e]+)* *$"
+# A claim name, a client id: printable characters without spaces.
 _PRINTABLE = r"^[\x21-\x7e]+$"
 
-
-def check_issuer(value: str) -> str:
-    """Validator: an issuer is an https URL without query or fragment (OpenID Connect Core
-    §2); http only on the loopback interface, where a test or a local provider runs."""
-    parts = urlsplit(value)
-    loopback = parts.scheme == "http" and parts.hostname in _LOOPBACK
-    if not (parts.scheme == "https" or loopback) or not parts.hostname:
-        raise ValueError("the issuer must be an https:// URL (http:// on loopback only)")
-    if parts.query or parts.fragment:
-        raise ValueError("the issuer has no query or fragment")
-    return value
+Domain = Annotated[str, StringConstraints(max_length=254, pattern=DOMAIN_PATTERN)]
 
 
 class SsoSettingsIn(BaseModel):
@@ -39,7 +38,7 @@ class SsoSettingsIn(BaseModel):
     )
     issuer: str = Field(
         max_length=500,
-        pattern=NO_NUL,
+        pattern=ISSUER_PATTERN,
         description="The provider's issuer; its discovery document is "
         "`<issuer>/.well-known/openid-configuration`.",
     )
@@ -52,12 +51,12 @@ class SsoSettingsIn(BaseModel):
         description="Write-only. Required when the tenant has no provider yet; omitted, the "
         "stored secret is kept.",
     )
-    allowed_domains: list[str] = Field(
+    allowed_domains: list[Domain] = Field(
         min_length=1,
         max_length=50,
         description="E-mail domains whose users may sign in (and are created on first sign-in).",
     )
-    scopes: str = Field(default="openid email profile", max_length=500, pattern=r"^[\x21-\x7e ]+$")
+    scopes: str = Field(default="openid email profile", max_length=500, pattern=SCOPES_PATTERN)
     groups_claim: str | None = Field(
         default=None,
         max_length=100,
@@ -69,24 +68,15 @@ class SsoSettingsIn(BaseModel):
         default=True, description="False: the tenant's users may sign in only through SSO."
     )
 
-    _issuer = field_validator("issuer")(check_issuer)
-
     @field_validator("allowed_domains")
     @classmethod
     def _domains(cls, value: list[str]) -> list[str]:
-        domains = [d.strip().lower().lstrip("@") for d in value]
-        for domain in domains:
-            if not _DOMAIN.fullmatch(domain):
-                raise ValueError(f"{domain!r} is not a domain name")
-        return sorted(set(domains))
+        return sorted({d.lower().lstrip("@") for d in value})
 
     @field_validator("scopes")
     @classmethod
     def _scopes(cls, value: str) -> str:
-        scopes = value.split()
-        if "openid" not in scopes:
-            raise ValueError("the scopes must include openid")
-        return " ".join(dict.fromkeys(scopes))
+        return " ".join(dict.fromkeys(value.split()))
 
 
 class SsoSettingsOut(BaseModel):

@@ -11,7 +11,7 @@ from app.audit.log import record
 from app.auth.principal import Principal
 from app.config import Settings
 from app.core.db import scope_to_tenant
-from app.core.errors import NotFound, UnprocessableEntity
+from app.core.errors import Conflict, NotFound
 from app.models import SsoProvider
 from app.sso.repository import SsoProviderRepository
 from app.sso.schemas import SsoSettingsIn
@@ -47,20 +47,17 @@ async def get_settings(db: AsyncSession, admin: Principal) -> SsoProvider:
 async def put_settings(
     db: AsyncSession, settings: Settings, admin: Principal, body: SsoSettingsIn
 ) -> SsoProvider:
-    """Create or replace the tenant's provider. Password login may be turned off only while
-    sign-in through an enabled provider is possible, so a tenant cannot lock itself out."""
-    if not body.password_login and not body.enabled:
-        raise UnprocessableEntity(
-            "Password login can be turned off only while single sign-on is enabled.",
-            code="sso_password_login_needs_sso",
-        )
+    """Create or replace the tenant's provider (409 for a new one without its secret).
+    `password_login: false` takes effect only while the provider is enabled
+    (`auth.repository.password_login_allowed`): disabling SSO never locks a tenant out."""
     await scope_to_tenant(db, admin.tenant_id)
     providers = SsoProviderRepository(db, admin.tenant_id)
     provider = await providers.get(lock=True)
     before = _snapshot(provider)
     if provider is None and body.client_secret is None:
-        raise UnprocessableEntity(
-            "A new provider needs its client secret.", code="sso_client_secret_required"
+        raise Conflict(
+            "This tenant has no provider yet: its client secret is required.",
+            code="sso_client_secret_required",
         )
     values = body.model_dump(exclude={"client_secret"})
     if provider is None:

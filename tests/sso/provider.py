@@ -28,7 +28,7 @@ CLIENT_ID, CLIENT_SECRET = "threadline", "threadline-client-secret"
 OTHER_CLIENT_ID, OTHER_CLIENT_SECRET = "other-app", "other-app-secret"
 SHORT_CLIENT_ID, SHORT_CLIENT_SECRET = "short-lived", "short-lived-secret"
 """A client whose ID tokens live one second."""
-CLIENTS = [
+CLIENTS: list[dict[str, Any]] = [
     {
         "client_id": CLIENT_ID,
         "client_secret": CLIENT_SECRET,
@@ -48,6 +48,7 @@ CLIENTS = [
 ]
 START_TIMEOUT_SECONDS = 30
 INSTALL_TIMEOUT_SECONDS = 300
+MIN_NODE_MAJOR = 20
 
 
 def _tool(name: str) -> str:
@@ -60,6 +61,11 @@ def _tool(name: str) -> str:
 def install() -> str:
     """The path of `node`, with the provider's packages installed as the lock file pins."""
     node = _tool("node")
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.strip()
+    if int(version.lstrip("v").split(".")[0]) < MIN_NODE_MAJOR:
+        require_service(f"Node.js >= {MIN_NODE_MAJOR} for oidc-provider (found {version})")
     lock = (PROVIDER_DIR / "package-lock.json").read_bytes()
     stamp = PROVIDER_DIR / "node_modules" / ".threadline-lock-sha256"
     wanted = hashlib.sha256(lock).hexdigest()

@@ -268,3 +268,16 @@ async def test_password_login_can_be_turned_off(
     assert wrong.status_code == 401
     # Signing in through the provider still works.
     assert (await sign_in(client, tenant, member.email)).headers["location"] == "/"
+
+
+async def test_a_disabled_provider_neither_signs_in_nor_keeps_passwords_off(
+    client: httpx.AsyncClient, db: AsyncSession, op: OpenIdProvider
+) -> None:
+    tenant, admin = await _tenant_with_admin(client, db)
+    member = await make_user(db, tenant)
+    await configure(client, admin, op, enabled=False, password_login=False)
+    credentials = {"email": member.email, "password": "correct horse battery"}
+    assert (await client.post("/auth/token", json=credentials)).status_code == 200
+    options = (await client.get("/sso/options", params={"tenant": tenant.name})).json()
+    assert options == {"password_login": True, "sso": []}
+    assert (await client.get(f"/sso/{tenant.id}/login")).status_code == 404

@@ -13,6 +13,7 @@ const ADMIN_PAGES = {
   faqs: ["FAQs", () => import("./admin/faqs.js")],
   guardrails: ["Guardrails", () => import("./admin/policy.js")],
   retention: ["Retention", () => import("./admin/policy.js")],
+  sso: ["SSO", () => import("./admin/sso.js")],
   audit: ["Audit", () => import("./admin/audit.js")],
   log: ["Audit log", () => import("./admin/audit.js")],
 };
