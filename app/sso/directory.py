@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -60,8 +61,18 @@ class _IssuerCache:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+def check_url(url: str) -> None:
+    """Refuse (`ProviderUnavailable`) a provider URL no connection can be opened to: its port
+    out of range fails deep in the socket layer otherwise."""
+    try:
+        _ = urlsplit(url).port
+    except ValueError as exc:
+        raise ProviderUnavailable(f"{url}: {exc}") from exc
+
+
 async def fetch_json(settings: Settings, url: str) -> dict[str, Any]:
     """GET a JSON object from a provider, bounded in time and size."""
+    check_url(url)
     try:
         async with (
             httpx.AsyncClient(timeout=settings.sso_http_timeout_seconds) as client,
@@ -74,7 +85,7 @@ async def fetch_json(settings: Settings, url: str) -> dict[str, Any]:
                 body += chunk
                 if len(body) > MAX_DOCUMENT_BYTES:
                     raise ProviderUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} B")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad port
         raise ProviderUnavailable(f"{url}: {type(exc).__name__}") from exc
     try:
         document = json.loads(body)

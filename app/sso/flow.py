@@ -32,7 +32,12 @@ from app.auth.service import start_session
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.models import SsoLoginAttempt, SsoProvider, User
-from app.sso.directory import ProviderDirectory, ProviderMetadata, ProviderUnavailable
+from app.sso.directory import (
+    ProviderDirectory,
+    ProviderMetadata,
+    ProviderUnavailable,
+    check_url,
+)
 from app.sso.groups import GroupSync
 from app.sso.id_token import Expected, SsoRefused, verify_id_token
 from app.sso.repository import LoginAttemptRepository, SsoProviderRepository
@@ -185,10 +190,11 @@ async def _exchange(
         headers["Authorization"] = _basic_credentials(provider.client_id, secret)
     else:
         form |= {"client_id": provider.client_id, "client_secret": secret}
+    check_url(metadata.token_endpoint)
     try:
         async with httpx.AsyncClient(timeout=settings.sso_http_timeout_seconds) as client:
             response = await client.post(metadata.token_endpoint, data=form, headers=headers)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         raise ProviderUnavailable(f"token endpoint: {type(exc).__name__}") from exc
     if response.status_code in (400, 401):
         # An invalid_grant: the code was used already, expired, or not issued to this client.

@@ -6,14 +6,22 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    field_validator,
+)
 
 from app.core.json_types import NO_NUL
 
 # The schema states each rule the API enforces (the OpenAPI conformance test holds it to that).
 # An issuer: https with a host, or http on the loopback interface only (where tests and local
 # providers run); no query or fragment (OpenID Connect Core §2).
-_PATH = r"(:[0-9]{1,5})?(/[^\s?#\x00]*)?"
+_PORT = r"(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+_PATH = _PORT + r"(/[^\s?#\x00]*)?"
 ISSUER_PATTERN = (
     rf"^(https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]){_PATH}"
     rf"|http://(127\.0\.0\.1|localhost|\[::1\]){_PATH})$"
@@ -63,8 +71,8 @@ class SsoSettingsIn(BaseModel):
         pattern=_PRINTABLE,
         description="The ID token claim listing the user's groups, read at every sign-in.",
     )
-    enabled: bool = True
-    password_login: bool = Field(
+    enabled: StrictBool = True
+    password_login: StrictBool = Field(
         default=True, description="False: the tenant's users may sign in only through SSO."
     )
 
