@@ -19,10 +19,8 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
-import httpx
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -32,21 +30,15 @@ from app.auth.service import start_session
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.models import SsoLoginAttempt, SsoProvider, User
-from app.sso.directory import (
-    ProviderDirectory,
-    ProviderMetadata,
-    ProviderUnavailable,
-    check_url,
-)
+from app.sso.claims import group_names, verified_email
+from app.sso.directory import ProviderDirectory
 from app.sso.groups import GroupSync
 from app.sso.id_token import Expected, SsoRefused, verify_id_token
 from app.sso.repository import LoginAttemptRepository, SsoProviderRepository
-from app.sso.secrets import unseal
+from app.sso.token_endpoint import exchange_code
 
 SSO_ONLY_PASSWORD_HASH = "!sso"  # noqa: S105 (a marker no argon2 hash can equal)
 """The password hash of a user created by a sign-in: no password ever matches it."""
-MAX_GROUPS = 500
-MAX_GROUP_NAME = 200
 
 
 def _sha256(value: str) -> str:
@@ -162,75 +154,6 @@ async def _take_attempt(
     return tenant_id, attempt, provider
 
 
-def _basic_credentials(client_id: str, secret: str) -> str:
-    # RFC 6749 §2.3.1: each part form-urlencoded before the Basic encoding.
-    pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"
-    return "Basic " + base64.b64encode(pair.encode()).decode()
-
-
-async def _exchange(
-    settings: Settings,
-    metadata: ProviderMetadata,
-    provider: SsoProvider,
-    code: str,
-    verifier: str,
-    redirect_uri: str,
-) -> str:
-    secret = unseal(settings, provider.client_secret_encrypted)
-    if secret is None:
-        raise SsoRefused("provider_misconfigured", "the client secret must be entered again")
-    form = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": redirect_uri,
-        "code_verifier": verifier,
-    }
-    headers = {"Accept": "application/json"}
-    if "client_secret_basic" in metadata.token_auth_methods:
-        headers["Authorization"] = _basic_credentials(provider.client_id, secret)
-    else:
-        form |= {"client_id": provider.client_id, "client_secret": secret}
-    check_url(metadata.token_endpoint)
-    try:
-        async with httpx.AsyncClient(timeout=settings.sso_http_timeout_seconds) as client:
-            response = await client.post(metadata.token_endpoint, data=form, headers=headers)
-    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-        raise ProviderUnavailable(f"token endpoint: {type(exc).__name__}") from exc
-    if response.status_code in (400, 401):
-        # An invalid_grant: the code was used already, expired, or not issued to this client.
-        raise SsoRefused("code_refused", f"the provider refused the code: {response.text[:200]}")
-    try:
-        token = response.json().get("id_token") if response.status_code == 200 else None
-    except ValueError:
-        token = None
-    if not isinstance(token, str):
-        raise ProviderUnavailable(f"token endpoint answered {response.status_code}, no id_token")
-    return token
-
-
-def _email(claims: dict[str, Any], provider: SsoProvider) -> str:
-    email = claims.get("email")
-    if not isinstance(email, str) or "@" not in email:
-        raise SsoRefused("email_missing", "the provider sent no e-mail address")
-    if claims.get("email_verified") is False:
-        raise SsoRefused("email_unverified", "the provider has not verified the e-mail")
-    email = email.strip().lower()
-    if email.rsplit("@", 1)[1] not in provider.allowed_domains:
-        raise SsoRefused("email_domain_refused", "the e-mail's domain is not allowed")
-    return email
-
-
-def _group_names(claims: dict[str, Any], claim: str | None) -> list[str] | None:
-    """The groups claim as a list of names; None when not configured or not sent (then
-    memberships are left alone rather than emptied by a provider that stopped sending it)."""
-    if not claim or claim not in claims:
-        return None
-    value = claims[claim]
-    values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    names = [v.strip() for v in values if isinstance(v, str) and v.strip()]
-    return list(dict.fromkeys(n[:MAX_GROUP_NAME] for n in names))[:MAX_GROUPS]
-
-
 async def _create_member(
     db: AsyncSession, users: UserRepository, tenant_id: uuid.UUID, email: str
 ) -> User:
@@ -294,7 +217,7 @@ async def complete(
         raise SsoRefused("provider_error", f"the provider answered {callback.error[:100]!r}")
     if not callback.code:
         raise SsoRefused("bad_request", "the callback has no code")
-    id_token = await _exchange(
+    id_token = await exchange_code(
         settings, metadata, provider, callback.code, attempt.code_verifier, redirect_uri
     )
     expected = Expected(
@@ -304,7 +227,7 @@ async def complete(
         leeway_seconds=settings.sso_clock_skew_seconds,
     )
     claims = await verify_id_token(directory, metadata, id_token, expected)
-    email = _email(claims, provider)
-    groups = _group_names(claims, provider.groups_claim)
+    email = verified_email(claims, provider)
+    groups = group_names(claims, provider.groups_claim)
     async with sessionmaker() as db, db.begin():
         return await _sign_in(db, settings, tenant_id, email, groups, group_sync)
