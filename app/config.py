@@ -266,6 +266,20 @@ class Settings(BaseSettings):
     Applies to worker processes only (not `ingest_workers=0`)."""
     web_cookie_secure: bool | None = None
     """`Secure` flag of the web app's refresh cookie; None: set outside development."""
+    public_url: str | None = None
+    """The address users reach Threadline at (`https://chat.example.com`): the single sign-on
+    redirect URI is `<public_url>/sso/callback`. None: taken from each request."""
+    sso_http_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    """Longest wait for an OpenID provider's answer (discovery, keys, token exchange)."""
+    sso_login_ttl_seconds: int = Field(default=600, ge=30, le=3600)
+    """How long a sign-in sent to the provider may take to come back."""
+    sso_clock_skew_seconds: int = Field(default=60, ge=0, le=600)
+    """Leeway on an ID token's `exp` and `iat` for clocks that disagree."""
+    sso_metadata_ttl_seconds: int = Field(default=3600, ge=0)
+    """How long a provider's discovery document and keys are kept before being fetched again."""
+    sso_jwks_refetch_cooldown_seconds: float = Field(default=30, ge=0)
+    """After an ID token signed by an unknown key made the keys be fetched again, how long
+    another unknown key is refused without fetching (a rotation needs one fetch)."""
     log_level: str = "INFO"
     log_json: bool = True
 

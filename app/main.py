@@ -35,6 +35,8 @@ from app.openai_compat.errors import OpenAIErrorMiddleware
 from app.ops.endpoints import router as ops_router
 from app.privacy.endpoints import router as privacy_router
 from app.retention.endpoints import router as retention_router
+from app.sso.endpoints import admin_router as sso_admin_router
+from app.sso.endpoints import router as sso_router
 from app.users.endpoints import router as users_router
 from app.web import install_web
 
@@ -86,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         privacy_router,
         audit_router,
         retention_router,
+        sso_router,
+        sso_admin_router,
         openai_router,
     ):
         app.include_router(router)

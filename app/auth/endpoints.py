@@ -84,7 +84,7 @@ _LOGIN_BODY = {
     "/auth/token",
     response_model=TokenResponse,
     openapi_extra=_LOGIN_BODY,
-    responses=error_responses(401, 429),
+    responses=error_responses(401, 403, 429),
 )
 async def issue_token(
     request: Request,

@@ -17,7 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import API_KEY_HASH, LOGIN_EMAIL, lookup_scope
 from app.core.repository import TenantRepository
-from app.models import ApiKey, ChatSession, RefreshTokenFamily, RefreshTokenUse, User
+from app.models import (
+    ApiKey,
+    ChatSession,
+    RefreshTokenFamily,
+    RefreshTokenUse,
+    SsoProvider,
+    User,
+)
 
 
 class UserIdentity(NamedTuple):
@@ -117,6 +124,19 @@ async def find_login_candidates(db: AsyncSession, email: str) -> list[User]:
             select(User).where(User.email == email).order_by(User.tenant_id).limit(50)
         )
         return list(result.scalars())
+
+
+async def password_login_allowed(db: AsyncSession, tenant_id: uuid.UUID) -> bool:
+    """Whether the tenant lets its users sign in with a password: not when its single sign-on
+    provider is enabled with password login turned off (docs/adr/0081). `db` is scoped to it."""
+    row = (
+        await db.execute(
+            select(SsoProvider.enabled, SsoProvider.password_login).where(
+                SsoProvider.tenant_id == tenant_id
+            )
+        )
+    ).one_or_none()
+    return row is None or not row.enabled or row.password_login
 
 
 async def find_api_key(db: AsyncSession, key_hash: str) -> ApiKey | None:

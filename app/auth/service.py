@@ -25,12 +25,14 @@ from app.auth.repository import (
     RefreshFamilyRepository,
     UserRepository,
     find_login_candidates,
+    password_login_allowed,
 )
 from app.auth.throttle import LoginThrottle
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.core.errors import (
     Conflict,
+    Forbidden,
     NotFound,
     RefreshTokenReused,
     Unauthorized,
@@ -121,6 +123,12 @@ async def login(
     await throttle.reserve(login.email, login.client)
     user = await authenticate_password(db, login.email, login.password, login.tenant)
     await throttle.succeeded(login.email, login.client)
+    await scope_to_tenant(db, user.tenant_id)
+    if not await password_login_allowed(db, user.tenant_id):  # told only to the password's holder
+        raise Forbidden(
+            "This organisation signs in with single sign-on: use its “Sign in with …” button.",
+            code="password_login_disabled",
+        )
     pair = await start_session(db, settings, user)
     user.last_login_at = datetime.now(UTC)
     await db.flush()

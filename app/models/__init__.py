@@ -15,6 +15,8 @@ from app.models.query_history import QueryHistory
 from app.models.refresh_token_family import RefreshTokenFamily
 from app.models.refresh_token_use import RefreshTokenUse
 from app.models.session_attachment import SessionAttachment
+from app.models.sso_login_attempt import SsoLoginAttempt
+from app.models.sso_provider import SsoProvider
 from app.models.tenant import Tenant
 from app.models.user import User
 
@@ -37,6 +39,8 @@ TENANT_OWNED_TABLES = (
     "kb_corpus_stats",
     "kb_term_postings",
     "faqs",
+    "sso_providers",
+    "sso_login_attempts",
 )
 
 __all__ = [
@@ -58,6 +62,8 @@ __all__ = [
     "RefreshTokenFamily",
     "RefreshTokenUse",
     "SessionAttachment",
+    "SsoLoginAttempt",
+    "SsoProvider",
     "Tenant",
     "User",
 ]

@@ -33,7 +33,8 @@ router = APIRouter(
 RefreshCookie = Annotated[str | None, Cookie(alias=COOKIE_NAME)]
 
 
-def _set_cookie(response: Response, settings: Settings, refresh_token: str) -> None:
+def set_refresh_cookie(response: Response, settings: Settings, refresh_token: str) -> None:
+    """Give the browser its refresh cookie (a password login's, and a single sign-on's)."""
     secure = settings.web_cookie_secure
     response.set_cookie(
         COOKIE_NAME,
@@ -71,7 +72,7 @@ async def login(
     client = request.client.host if request.client else None
     attempt = service.LoginAttempt(body.email, body.password, body.tenant, client)
     pair = await service.login(db, settings, redis, attempt)
-    _set_cookie(response, settings, pair.refresh_token)
+    set_refresh_cookie(response, settings, pair.refresh_token)
     return BrowserToken(access_token=pair.access_token, expires_in=pair.expires_in)
 
 
@@ -86,7 +87,7 @@ async def refresh(
     if not cookie:
         raise Unauthorized("Not signed in.", code="not_signed_in")
     pair = await service.refresh(sessionmaker, settings, cookie)
-    _set_cookie(response, settings, pair.refresh_token)
+    set_refresh_cookie(response, settings, pair.refresh_token)
     return BrowserToken(access_token=pair.access_token, expires_in=pair.expires_in)
 
 

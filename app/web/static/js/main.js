@@ -5,6 +5,7 @@ import { currentUser, humanError, login, logout, onAuthChange, restore, takeNoti
 import { chatPage, latestSession } from "./chat.js";
 import { errorBox, h, mount } from "./dom.js";
 import { mePage } from "./me.js";
+import { organisationFromAddress, showSignInOptions, takeRefusal } from "./sso.js";
 
 const ADMIN_PAGES = {
   kb: ["Knowledge base", () => import("./admin/kb.js")],
@@ -12,6 +13,7 @@ const ADMIN_PAGES = {
   faqs: ["FAQs", () => import("./admin/faqs.js")],
   guardrails: ["Guardrails", () => import("./admin/policy.js")],
   retention: ["Retention", () => import("./admin/policy.js")],
+  sso: ["SSO", () => import("./admin/sso.js")],
   audit: ["Audit", () => import("./admin/audit.js")],
   log: ["Audit log", () => import("./admin/audit.js")],
 };
@@ -32,22 +34,36 @@ function loginPage() {
   document.title = "Sign in — Threadline";
   const email = h("input", { id: "email", type: "email", autocomplete: "username", required: true });
   const password = h("input", { id: "password", type: "password", autocomplete: "current-password", required: true });
-  const tenant = h("input", { id: "tenant", type: "text", autocomplete: "organization" });
-  const notice = takeNotice();
-  const error = h("p", { class: notice ? "notice" : "error", role: "alert", hidden: !notice }, notice);
+  const organisation = organisationFromAddress();
+  const tenant = h("input", { id: "tenant", type: "text", autocomplete: "organization", value: organisation });
+  const refusal = takeRefusal();
+  const notice = refusal || takeNotice();
+  const error = h("p", { class: notice && !refusal ? "notice" : "error", role: "alert", hidden: !notice }, notice);
   const button = h("button", { type: "submit", class: "primary" }, "Sign in");
+  const sso = h("div", { class: "sso-options" });
+  const passwordLabel = h("label", { for: "password" }, "Password");
+  const details = h("details", { open: Boolean(organisation) }, h("summary", {}, "Organisation (only if asked)"), h("label", { for: "tenant" }, "Organisation name"), tenant);
   const form = h(
     "form",
     { class: "login card", "aria-labelledby": "login-title" },
     h("h1", { id: "login-title" }, "Sign in to Threadline"),
     h("label", { for: "email" }, "E-mail"),
     email,
-    h("label", { for: "password" }, "Password"),
+    passwordLabel,
     password,
-    h("details", {}, h("summary", {}, "Organisation (only if asked)"), h("label", { for: "tenant" }, "Organisation name"), tenant),
+    details,
+    sso,
     button,
     error,
   );
+  // An organisation that signs in only through its identity provider has no password field.
+  const passwordLogin = (allowed) => {
+    for (const el of [passwordLabel, password, button]) el.hidden = !allowed;
+    password.required = allowed;
+  };
+  const offerSso = () => showSignInOptions(sso, tenant.value.trim(), () => email.value.trim(), passwordLogin);
+  tenant.addEventListener("change", offerSso);
+  offerSso();
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     button.disabled = true;

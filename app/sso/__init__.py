@@ -1,0 +1,1 @@
+"""Single sign-on with OpenID Connect, per tenant (docs/adr/0081)."""

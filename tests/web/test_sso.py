@@ -1,0 +1,57 @@
+"""Single sign-on in the browser: an admin sets the provider on the SSO page, the sign-in
+page offers "Sign in with …" for the organisation, and the button signs a newcomer in
+through a real OpenID provider (tests/sso/provider.py), in Chromium."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.sso.provider import CLIENT_ID, CLIENT_SECRET, OpenIdProvider, install
+from tests.web.conftest import World, api_login, sign_in
+
+
+@pytest.fixture
+def web_op(world: World, tmp_path: Path) -> Iterator[OpenIdProvider]:
+    provider = OpenIdProvider(
+        install(), tmp_path / "accounts.json", redirect_uri=world.url + "/sso/callback"
+    )
+    provider.start()
+    try:
+        yield provider
+    finally:
+        provider.stop()
+
+
+async def test_an_admin_sets_sso_and_a_newcomer_signs_in_with_it(
+    page: Page, world: World, web_op: OpenIdProvider
+) -> None:
+    domain = world.admin_email.rsplit("@", 1)[1]
+    await sign_in(page, world, world.admin_email)
+    await page.goto(f"{world.url}/#/admin/sso")
+    await expect(page.get_by_role("heading", name="Single sign-on")).to_be_visible()
+    await expect(page.locator("form code")).to_have_text(world.url + "/sso/callback")
+    await page.fill("#s-name", "Example ID")
+    await page.fill("#s-issuer", web_op.issuer)
+    await page.fill("#s-client", CLIENT_ID)
+    await page.fill("#s-secret", CLIENT_SECRET)
+    await page.fill("#s-domains", domain)
+    await page.click("form button[type=submit]")
+    await expect(page.get_by_role("status")).to_have_text("Saved.")
+    await page.get_by_role("button", name="Log out").click()
+    try:
+        await page.goto(f"{world.url}/?org={world.tenant}")
+        button = page.get_by_role("link", name="Sign in with Example ID")
+        await expect(button).to_be_visible()
+        await page.fill("#email", f"newcomer@{domain}")
+        await button.click()
+        # Back from the provider, signed in: the app's shell with the newcomer's address.
+        await expect(page.locator("header .who")).to_have_text(f"newcomer@{domain}")
+    finally:
+        async with httpx.AsyncClient(base_url=world.url) as client:
+            headers = await api_login(client, world.admin_email)
+            assert (await client.delete("/admin/sso", headers=headers)).status_code == 204
