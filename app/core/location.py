@@ -70,6 +70,8 @@ def describe(location: Mapping[str, Any] | None) -> str:
     if "sheet" in where:
         rows = where.get("rows")
         parts.append(f"sheet {where['sheet']}, rows {rows}" if rows else f"sheet {where['sheet']}")
+    elif "rows" in where:  # a CSV: rows, no sheet
+        parts.append(f"rows {where['rows']}")
     if "section" in where:
         parts.append(where["section"])
     return " · ".join(parts)

@@ -1,4 +1,4 @@
-"""DOCX (python-docx): heading styles (`Heading 1`…, `Title`) open sections, list
+"""DOCX (python-docx): heading styles (`Title`, `Heading 1`…) open sections, list
 paragraphs stay together, tables keep their rows with their header row. Body order is
 kept (paragraphs and tables interleaved). A macro-enabled file (.docm) is read for its
 text; its macros are never opened."""
@@ -80,7 +80,7 @@ def read(data: bytes, budget: Budget) -> Extracted:
 def _heading_level(paragraph: Any) -> int | None:
     name = (paragraph.style.name if paragraph.style is not None else "") or ""
     if name.lower() == "title":
-        return 1
+        return 0  # the document's title: above its first-level headings
     found = _HEADING_STYLE.match(name.strip())
     return int(found.group(1)) if found else None
 
