@@ -13,7 +13,7 @@ from app.core.location import Location
 from app.ingestion.formats import archive
 from app.ingestion.formats.base import Block, Budget, Extracted, ExtractionError, table_row
 
-MAX_CELLS = 2_000_000
+MAX_CELLS = 1_000_000
 MAX_COLUMNS = 512
 
 
