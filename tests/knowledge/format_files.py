@@ -56,7 +56,9 @@ def docx() -> Sample:
     document.add_heading("3.2 Annual plans", 2)
     document.add_paragraph("Annual plans get a brindlewick refund within 45 days of purchase.")
     table = document.add_table(rows=3, cols=2)
-    for row, cells in zip(table.rows, [("Plan", "Refund"), ("Monthly", "none"), ("Annual", "45 days")], strict=True):
+    for row, cells in zip(
+        table.rows, [("Plan", "Refund"), ("Monthly", "none"), ("Annual", "45 days")], strict=True
+    ):
         for cell, value in zip(row.cells, cells, strict=True):
             cell.text = value
     out = io.BytesIO()
@@ -186,7 +188,10 @@ def epub() -> Sample:
             ("META-INF/container.xml", container),
             ("OEBPS/content.opf", opf),
             ("OEBPS/one.xhtml", _chapter("Chapter One: Grapes", "Harvest starts in September.")),
-            ("OEBPS/two.xhtml", _chapter("Chapter Two: Storage", "Keep the tumblecork bottles at 12 degrees.")),
+            (
+                "OEBPS/two.xhtml",
+                _chapter("Chapter Two: Storage", "Keep the tumblecork bottles at 12 degrees."),
+            ),
         ]
     )
     title = "Chapter Two: Storage"
@@ -249,8 +254,10 @@ def odt() -> Sample:
 <text:p>Sweep the floor every evening.</text:p>
 </office:text></office:body></office:document-content>"""
     manifest = """<?xml version="1.0" encoding="UTF-8"?>
-<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.3">
-<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>
+<manifest:manifest
+ xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.3">
+<manifest:file-entry manifest:full-path="/"
+ manifest:media-type="application/vnd.oasis.opendocument.text"/>
 <manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>
 </manifest:manifest>"""
     data = _zip(

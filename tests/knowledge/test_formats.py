@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -145,5 +144,3 @@ async def test_unreadable_types_are_refused_naming_what_is_accepted(
         error = refused.json()["error"]
         assert error["code"] == "unsupported_file_type"
         assert "Word (.docx)" in error["message"] and "EPUB" in error["message"], error
-
-

@@ -55,7 +55,11 @@ BOMB = b"<?xml version='1.0'?><x>" + b" " * (8 * 1024 * 1024) + b"</x>"
     [
         ("docx", DOCX, "word/document.xml"),
         ("xlsx", XLSX, "xl/worksheets/sheet2.xml"),
-        ("pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", "ppt/slides/slide1.xml"),
+        (
+            "pptx",
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            "ppt/slides/slide1.xml",
+        ),
         ("epub", EPUB, "OEBPS/two.xhtml"),
         ("odt", ODT, "content.xml"),
     ],
@@ -100,8 +104,10 @@ def test_a_word_document_never_resolves_an_external_entity() -> None:
     docx = SAMPLES["docx"]()
     source = zipfile.ZipFile(io.BytesIO(docx.data)).read("word/document.xml")
     head, body = source.split(b"?>", 1)
-    hostile = head + b'?><!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>' + body.replace(
-        b"brindlewick", b"brindlewick &x;", 1
+    hostile = (
+        head
+        + b'?><!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        + body.replace(b"brindlewick", b"brindlewick &x;", 1)
     )
     text = "\n".join(_prepare(_replace(docx.data, "word/document.xml", hostile), DOCX))
     assert "brindlewick" in text
@@ -119,7 +125,7 @@ def test_a_macro_enabled_document_is_read_for_its_text_only() -> None:
         docx.data,
         "[Content_Types].xml",
         macro,
-        {"word/vbaProject.bin": b"\xd0\xcf\x11\xe0 Sub AutoOpen() Shell(\"calc\") End Sub"},
+        {"word/vbaProject.bin": b'\xd0\xcf\x11\xe0 Sub AutoOpen() Shell("calc") End Sub'},
     )
     text = "\n".join(_prepare(docm, DOCX))
     assert "brindlewick" in text

@@ -34,7 +34,7 @@ async def test_old_chunks_have_no_location_and_new_ones_keep_theirs(
         owner,
         "INSERT INTO kb_chunks (tenant_id, id, document_id, ordinal, text, token_count, title,"
         " location) VALUES (:t, gen_random_uuid(), :doc, 1, 'Page two.', 2, 'Manual',"
-        ' \'{"page": 2}\'::jsonb)',
+        " '{\"page\": 2}'::jsonb)",
         **ids,
     )
     assert await run_sql(owner, LOCATIONS) == [(0, None), (1, {"page": 2})]

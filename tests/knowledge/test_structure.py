@@ -42,7 +42,9 @@ def test_markdown_chunks_never_cross_a_heading_and_keep_code_and_lists_whole() -
     assert sections[0] == f"Guide{SEP}Install"  # `# Guide` has no text: it goes with Install
     assert f"Guide{SEP}Remove" in sections
     for chunk in chunks:  # no chunk holds text of two sections
-        held = [s for s in ("Run the installer", "open the app", "Delete the folder") if s in chunk.text]
+        held = [
+            s for s in ("Run the installer", "open the app", "Delete the folder") if s in chunk.text
+        ]
         assert len(held) <= 1, chunk.text
     (with_code,) = [c for c in chunks if "def install" in c.text]
     assert f"def install():\n{code}\n```" in with_code.text  # whole, lines intact
@@ -90,7 +92,11 @@ def test_a_word_table_keeps_its_rows_under_its_heading() -> None:
     document = docx.Document()
     document.add_heading("Fees", 1)
     table = document.add_table(rows=3, cols=3)
-    for row, cells in zip(table.rows, [("Plan", "Fee", "Period"), ("Basic", "9", "month"), ("Pro", "99", "year")], strict=True):
+    for row, cells in zip(
+        table.rows,
+        [("Plan", "Fee", "Period"), ("Basic", "9", "month"), ("Pro", "99", "year")],
+        strict=True,
+    ):
         for cell, value in zip(row.cells, cells, strict=True):
             cell.text = value
     out = io.BytesIO()

@@ -22,14 +22,11 @@ from app.ingestion.formats.base import (
 
 MAX_DEPTH = 1000
 _SKIP = {"script", "style", "template", "noscript", "svg", "math", "head", "iframe", "object"}
-_VOID = {
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-    "source", "track", "wbr",
-}  # fmt: skip
-_BLOCK = {
-    "p", "div", "section", "article", "main", "header", "footer", "aside", "nav", "blockquote",
-    "figure", "figcaption", "dl", "dt", "dd", "address", "form", "fieldset", "body", "br", "hr",
-}  # fmt: skip
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"}
+_VOID |= {"param", "source", "track", "wbr"}
+_BLOCK = {"p", "div", "section", "article", "main", "header", "footer", "aside", "nav"}
+_BLOCK |= {"blockquote", "figure", "figcaption", "dl", "dt", "dd", "address", "form"}
+_BLOCK |= {"fieldset", "body", "br", "hr"}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 
 
