@@ -43,7 +43,6 @@ class _Reader(HTMLParser):
         self.list_depth = 0
         self.list_items: list[str] = []
         self.pre = 0
-        self.table: list[list[str]] | None = None
         self.tables_open = 0
         self.cell: list[str] | None = None
         self.row: list[str] | None = None
@@ -93,7 +92,7 @@ class _Reader(HTMLParser):
             self._flush()
             self.tables_open += 1
             if self.tables_open == 1:
-                self.table, self.header = [], None
+                self.header = None
         elif tag == "tr" and self.tables_open == 1:
             self.row = []
         elif tag in ("td", "th") and self.row is not None and self.tables_open == 1:
@@ -148,7 +147,7 @@ class _Reader(HTMLParser):
         elif tag == "table" and self.tables_open:
             self.tables_open -= 1
             if not self.tables_open:
-                self.table, self.header = None, None
+                self.header = None
 
     def handle_data(self, data: str) -> None:
         if self.skipping:

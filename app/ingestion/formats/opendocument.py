@@ -59,8 +59,8 @@ def _text(node: Element) -> str:
     for element in node.iter():
         if local(element.tag) in ("s", "tab", "line-break"):
             parts.append(" ")
-        if (element.text and element is not node) or (element is node and node.text):
-            parts.append(element.text or "")
+        if element.text:
+            parts.append(element.text)
         if element is not node and element.tail:
             parts.append(element.tail)
     return " ".join("".join(parts).split())
