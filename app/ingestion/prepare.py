@@ -82,8 +82,13 @@ def prepare(source: bytes, options: PrepareOptions) -> Prepared:
         return anonymised.text
 
     blocks: list[Block] = []
+    headers: dict[str, str] = {}  # a table's header row, cleaned once for all its rows
     for block in extracted.blocks:
-        header = clean(block.header) if block.header is not None else None
+        header = block.header
+        if header is not None:
+            header = (
+                headers[header] if header in headers else headers.setdefault(header, clean(header))
+            )
         blocks.append(replace(block, text=clean(block.text), header=header))
     pages = extracted.pages
     del extracted

@@ -81,7 +81,9 @@ def _units(group: list[Block], max_tokens: int) -> list[_Unit]:
             whole = block.text.strip("\n")
             parts = [whole] if count_tokens(whole) <= max_tokens else _lines(whole, max_tokens)
         else:  # heading, row: one line each (a row longer than a chunk is cut)
-            parts = _lines(block.text, max_tokens) if block.kind == "row" else [block.text]
+            parts = [block.text]
+            if block.kind == "row" and count_tokens(block.text) > max_tokens:
+                parts = _lines(block.text, max_tokens)
         units += [_Unit(part, count_tokens(part), block) for part in parts if part.strip()]
     return units
 

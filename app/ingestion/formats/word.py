@@ -37,6 +37,9 @@ def read(data: bytes, budget: Budget) -> Extracted:
         document = docx.Document(io.BytesIO(_without_macros(data)))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
         raise ExtractionError(f"The Word document could not be read: {exc}") from exc
+    # Style names by id, read once: python-docx looks a paragraph's style up in the styles
+    # part on every access (4.8 s of 5 for a document of 1,200 paragraphs).
+    names = {style.style_id: style.name or "" for style in document.styles}
     headings = Headings()
     blocks: list[Block] = []
     items: list[str] = []
@@ -53,12 +56,13 @@ def read(data: bytes, budget: Budget) -> Extracted:
             text = budget.take(paragraph.text.strip())
             if not text:
                 continue
-            level = _heading_level(paragraph)
+            style = names.get(child.style or "Normal", "")
+            level = _heading_level(style)
             if level is not None:
                 end_list()
                 headings.enter(level, text)
                 blocks.append(Block("heading", text, headings.location()))
-            elif _is_list_item(paragraph):
+            elif _is_list_item(style, child):
                 items.append(f"- {text}")
             else:
                 end_list()
@@ -77,19 +81,18 @@ def read(data: bytes, budget: Budget) -> Extracted:
     return Extracted(blocks)
 
 
-def _heading_level(paragraph: Any) -> int | None:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+def _heading_level(name: str) -> int | None:
     if name.lower() == "title":
         return 0  # the document's title: above its first-level headings
     found = _HEADING_STYLE.match(name.strip())
     return int(found.group(1)) if found else None
 
 
-def _is_list_item(paragraph: Any) -> bool:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+def _is_list_item(name: str, paragraph: Any) -> bool:
+    """A `List …` style, or numbering of its own (bullets and numbers set by hand)."""
     if name.lower().startswith("list"):
         return True
-    properties = paragraph._p.pPr
+    properties = paragraph.pPr
     return properties is not None and properties.numPr is not None
 
 
