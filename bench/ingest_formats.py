@@ -202,7 +202,7 @@ def _bare_eml(data: bytes) -> int:
     from email import message_from_bytes, policy
 
     message = message_from_bytes(data, policy=policy.default)
-    body = message.get_body(preferencelist=("plain",))  # type: ignore[attr-defined]
+    body = message.get_body(preferencelist=("plain",))
     return len(body.get_content()) if body is not None else 0
 
 
