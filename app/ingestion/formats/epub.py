@@ -32,8 +32,8 @@ def read(data: bytes, budget: Budget) -> Extracted:
     chapters = 0
     for itemref in (e for e in package.iter() if local(e.tag) == "itemref"):
         href, media = manifest.get(itemref.get("idref"), ("", ""))
-        if not href or "html" not in media:
-            continue
+        if not href or "html" not in media or itemref.get("linear") == "no":
+            continue  # not text, or outside the reading order (a cover, the contents)
         path = posixpath.normpath(posixpath.join(folder, unquote(href)))
         page = archive.read(book, path).decode("utf-8", "replace")
         chapters += 1
