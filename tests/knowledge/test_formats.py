@@ -1,6 +1,6 @@
 """Issue 29: every format read by content, its structure kept, and every passage knowing
 where it is, from the upload to `/kb/search`, `/chat` (and its prompt), the stream, an
-attachment and the stored manifest. The model is the only fake."""
+attachment, the stored manifest and the privacy export. The model is the only fake."""
 
 from __future__ import annotations
 
@@ -123,6 +123,11 @@ async def test_the_stream_and_an_attachment_carry_the_location(
     fact = [s for s in sources if "brindlewick" in s["snippet"]]
     assert fact and fact[0]["kind"] == "attachment"
     assert fact[0]["location"] == sample.location
+    # The privacy export carries the turn's manifest, its sources' locations with it.
+    export = (await client.get("/me/export", headers=owner.headers)).json()
+    (turn,) = export["turns"]
+    exported = turn["context_metadata"]["sources"]
+    assert sample.location in [source.get("location") for source in exported]
 
 
 async def test_unreadable_types_are_refused_naming_what_is_accepted(
