@@ -43,12 +43,21 @@ TEXT_FILE_PATTERN = r"^[^\x00-\x08\x0b\x0e-\x1f]*$"
 # An uploaded file, which a binary schema cannot describe further.
 UPLOADED_FILE: dict[str, Any] = {
     "minLength": 1,
-    "description": "A PDF (its first bytes `%PDF-`) or UTF-8 text without control characters "
-    "but tab, newlines and form feed (plain text or Markdown). An empty file is 422 "
-    "`empty_file`, anything else 415 `unsupported_file_type`.",
+    "description": "A file typed by its content, never its name (ADR 0074): PDF, Word "
+    "(.docx), PowerPoint (.pptx), Excel (.xlsx), OpenDocument text (.odt), EPUB, or UTF-8 "
+    "text without control characters but tab, newlines and form feed (e-mail .eml, HTML, "
+    "CSV, JSON, Markdown, plain text). An empty file is 422 `empty_file`, anything else 415 "
+    "`unsupported_file_type`.",
 }
 # The media types an uploaded file's part may be (multipart `encoding`); the content decides.
-UPLOAD_MEDIA_TYPES = {"contentType": "application/pdf, text/plain, text/markdown"}
+UPLOAD_MEDIA_TYPES = {
+    "contentType": "application/pdf, text/plain, text/markdown, text/html, text/csv, "
+    "application/json, message/rfc822, application/epub+zip, "
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document, "
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation, "
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, "
+    "application/vnd.oasis.opendocument.text"
+}
 # Any JSON without NUL in a string or a key (jsonb cannot hold it either): a component of
 # the document (app/core/openapi.py), for the JSON objects a client stores (`metadata`).
 JSON_WITHOUT_NUL = "JsonWithoutNul"

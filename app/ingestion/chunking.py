@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from app.core.location import Location
 from app.llm.tokens import count_tokens, truncate_to_tokens
 
 _PARAGRAPHS = re.compile(r"\n\s*\n")
@@ -18,9 +19,11 @@ class Chunk:
     ordinal: int
     text: str
     tokens: int
+    location: Location = field(default_factory=Location)
+    """Where the chunk is in its document (`app.ingestion.structure`); {} for plain text."""
 
 
-def _units(text: str, max_tokens: int) -> list[str]:
+def prose_units(text: str, max_tokens: int) -> list[str]:
     """Paragraphs; a paragraph too long is split into sentences; a sentence too long is cut."""
     units: list[str] = []
     for paragraph in _PARAGRAPHS.split(text):
@@ -46,7 +49,7 @@ def chunk_text(text: str, *, max_tokens: int = 400, overlap_tokens: int = 60) ->
     chunks: list[Chunk] = []
     current: list[str] = []
     size = 0
-    for unit in _units(text, max_tokens):
+    for unit in prose_units(text, max_tokens):
         tokens = count_tokens(unit)
         if current and size + tokens > max_tokens:
             chunks.append(_chunk(len(chunks), current))

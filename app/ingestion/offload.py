@@ -38,7 +38,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from types import FrameType
 
-from app.ingestion.extract import PDF
+from app.ingestion.extract import TEXT_TYPES
 from app.ingestion.fair import FairQueue
 from app.ingestion.prepare import Prepared, PrepareError, PrepareOptions, prepare
 
@@ -193,7 +193,7 @@ class PreparePool:
         """`prepare(source, options)`, off the event loop unless the file is tiny text.
         `turn`: whose document it is (the tenant); waiting documents get a worker tenant
         by tenant in turn."""
-        if options.content_type != PDF and len(source) <= INLINE_MAX_BYTES:
+        if options.content_type in TEXT_TYPES and len(source) <= INLINE_MAX_BYTES:
             return self.work(source, options)
         loop = asyncio.get_running_loop()
         self._trims_owed += 1

@@ -385,6 +385,14 @@ def _refuse_another_model(stored_model: str | None, embedder: str) -> None:
 
 def _new_chunks(indexed: _Indexed) -> list[NewChunk]:
     return [
-        NewChunk(indexed.oid, chunk.ordinal, indexed.title, chunk.text, chunk.tokens, vector)
+        NewChunk(
+            indexed.oid,
+            chunk.ordinal,
+            indexed.title,
+            chunk.text,
+            chunk.tokens,
+            vector,
+            chunk.location,
+        )
         for chunk, vector in zip(indexed.chunks, indexed.vectors, strict=True)
     ]

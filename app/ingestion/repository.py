@@ -10,9 +10,10 @@ for both kinds of document; one place, so each batch's statement count stays vis
 
 from __future__ import annotations
 
+import json
 import uuid
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -36,7 +37,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, REAL, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import Grouping
 
@@ -62,6 +63,8 @@ class NewChunk:
     text: str
     tokens: int
     embedding: Sequence[float]
+    location: Mapping[str, Any] | None = None
+    """Where the chunk is in its document (None: nowhere in particular)."""
 
 
 def _array(name: str, element: Any) -> Any:
@@ -311,8 +314,11 @@ class IngestionRepository:
                 _array("titles", Text()),
                 _array("texts", Text()),
                 _array("tokens", Integer()),
+                _array("locations", Text()),
             )
-            .table_valued("parent", "ordinal", "title", "text", "tokens", with_ordinality="n")
+            .table_valued(
+                "parent", "ordinal", "title", "text", "tokens", "location", with_ordinality="n"
+            )
             .render_derived()
         )
         dimension = len(chunks[0].embedding)
@@ -328,10 +334,12 @@ class IngestionRepository:
             columns.c.text,
             columns.c.tokens,
             cast(vector, Vector()),
+            cast(columns.c.location, JSONB()),
         )
         names = [
             *("tenant_id", "id", self.parent.key, "ordinal", "title", "text", "token_count"),
             "embedding",
+            "location",
         ]
         statement = insert(table).from_select([table.c[name] for name in names], rows)
         for start in range(0, len(chunks), ROWS_PER_INSERT):
@@ -348,6 +356,10 @@ class IngestionRepository:
                     "titles": [c.title for c in part],
                     "texts": [c.text for c in part],
                     "tokens": [c.tokens for c in part],
+                    # JSON text, cast by the server: NULL for a chunk with no location.
+                    "locations": [
+                        json.dumps(dict(c.location)) if c.location else None for c in part
+                    ],
                     "embeddings": embeddings,
                 },
             )

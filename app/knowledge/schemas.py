@@ -13,6 +13,7 @@ from app.core.json_types import (
     TEXT_FILE_PATTERN,
     json_number,
 )
+from app.core.location import Location
 from app.core.text import snippet
 from app.ingestion.extract import MARKDOWN, TEXT
 from app.retrieval.base import Hit
@@ -91,6 +92,9 @@ class SearchHit(BaseModel):
     title: str
     score: float
     snippet: str
+    location: Location = Field(default_factory=Location)
+    """Where the passage is in its document (page, slide, sheet and rows, section,
+    chapter: only the keys that apply); `{}` when unknown."""
 
 
 class SearchOut(BaseModel):
@@ -110,6 +114,7 @@ class SearchOut(BaseModel):
                     title=hit.passage.title,
                     score=hit.passage.score,
                     snippet=snippet(hit.passage.text),
+                    location=hit.passage.location,
                 )
                 for hit in hits
             ]

@@ -7,7 +7,9 @@ strings).
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
+
+from app.core.location import Location
 
 
 class ChatMessage(TypedDict):
@@ -38,3 +40,5 @@ class SourceRef(TypedDict):
     score: float
     text: str
     """The passage as it went into the prompt (possibly cut to the budget)."""
+    location: NotRequired[Location]
+    """Where the passage is in its document (page, section…); absent when unknown."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import Computed, Index, Integer, Text
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 # The title (of the document, or an attachment's file name) weighs 'A', the text 'B': BM25
@@ -27,6 +27,8 @@ class ChunkColumns:
     # The dimension is fixed by the migration from THREADLINE_EMBEDDING_DIM.
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
+    location: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    """Where the chunk is in its document (`app.core.location`; migration 0029)."""
 
 
 def search_indexes(table: str, *, full_text: bool = True) -> tuple[Index, ...]:

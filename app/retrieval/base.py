@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.location import Location
 
 PassageKind = Literal["kb", "attachment"]
 
@@ -23,6 +25,8 @@ class Passage:
     title: str
     text: str
     score: float
+    location: Location = field(default_factory=Location)
+    """Where the chunk is in its document (`{}` when unknown)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.location import location_of
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.retrieval.base import Hit, Passage
 
@@ -135,7 +136,7 @@ _BM25 = text(
       SELECT * FROM whole WHERE NOT (SELECT enough FROM exact)
     )
     SELECT s.chunk_id AS id, s.document_id AS parent_id, d.title, d.external_id, c.text,
-           s.score
+           s.score, c.location
     FROM scored s
     JOIN kb_chunks c ON c.tenant_id = :tenant AND c.id = s.chunk_id
     JOIN kb_documents d ON d.tenant_id = :tenant AND d.id = s.document_id
@@ -218,6 +219,7 @@ def _hits(kind: Literal["kb", "attachment"], rows: Sequence[Any]) -> list[Hit]:
                 title=r.title,
                 text=r.text,
                 score=float(r.score),
+                location=location_of(r.location),
             ),
             r.external_id,
         )
@@ -388,6 +390,7 @@ def _nearest_statement(source: Source, exact: bool) -> Select[Any]:
             document.c.external_id,
             chunk.text,
             (1 - nearest.c.distance).label("score"),
+            chunk.location,
         )
         .select_from(nearest)
         .join(chunk, (chunk.tenant_id == tenant_id) & (chunk.id == nearest.c.id))
@@ -408,6 +411,7 @@ def _scored_chunks(source: Source, score: ColumnElement[float]) -> Select[Any]:
         source.external_id.label("external_id"),
         chunk.text,
         score.label("score"),
+        chunk.location,
     ).join(parent, (parent.tenant_id == chunk.tenant_id) & (parent.id == source.parent_id))
 
 

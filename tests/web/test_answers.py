@@ -21,6 +21,7 @@ SOURCES = [
         "tokens": 80,
         "snippet": "# Your data and privacy\n\nYou can download everything you said with the "
         "export, and erase it all; the administrators keep the audit until the retentio…",
+        "location": {"page": 3, "page_end": 4, "section": "Your data \u203a Export"},
     },
     {
         "n": 2,
@@ -103,6 +104,9 @@ async def test_sources_show_titles_snippets_and_ranks_and_the_drawer_the_route(
     await expect(cited.locator(".relevance")).to_have_attribute(
         "aria-label", "Relevance: rank 1 of 3"
     )
+    # Where the passage is (issue 29), only for a source that knows it.
+    await expect(cited.locator(".location")).to_have_text("p. 3\u20134 · Your data \u203a Export")
+    await expect(panel.locator(".location")).to_have_count(1)
     snippet = await cited.locator(".snippet").inner_text()
     assert snippet.strip().endswith("until the …"), snippet  # "retentio…" cut at its word
     assert "#" not in snippet

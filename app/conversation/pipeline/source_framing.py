@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from app.conversation.turn.types import ChatMessage, SourceRef
+from app.core.location import Location, describe
 
 OPEN = "<source>"
 CLOSE = "</source>"
@@ -25,14 +26,19 @@ def defuse(text: str) -> str:
     return _MARKER.sub(lambda m: "‹" + m.group(0)[1:], text)
 
 
-def quote_source(n: int, title: str, text: str) -> str:
-    """One numbered source: its title line, then its text between the delimiters."""
-    return f"[{n}] {defuse(title)}\n{OPEN}\n{defuse(text)}\n{CLOSE}"
+def quote_source(n: int, title: str, text: str, location: Location | None = None) -> str:
+    """One numbered source: its title line (with where the passage is, when known: the
+    model is asked to cite with it), then its text between the delimiters."""
+    where = describe(location)
+    heading = f"{defuse(title)} ({defuse(where)})" if where else defuse(title)
+    return f"[{n}] {heading}\n{OPEN}\n{defuse(text)}\n{CLOSE}"
 
 
 def source_block(sources: Iterable[SourceRef]) -> str:
     """The numbered sources of a prompt, each quoted as data."""
-    return "\n\n".join(quote_source(s["n"], s["title"], s["text"]) for s in sources)
+    return "\n\n".join(
+        quote_source(s["n"], s["title"], s["text"], s.get("location")) for s in sources
+    )
 
 
 def question_message(sources: Sequence[SourceRef], question: str) -> ChatMessage:

@@ -102,6 +102,7 @@ def tool_turn_metadata(
                 title=s["title"],
                 text=s["text"],
                 score=s["score"],
+                location=s.get("location", {}),
             ),
             s["text"],
             count_tokens(s["text"]),

@@ -177,9 +177,10 @@ async def _search(
                     title=passage.title,
                     score=passage.score,
                     text=truncate_to_tokens(passage.text, ctx.settings.context_tokens_per_result),
+                    location=passage.location,
                 )
             )
-            lines.append(quote_source(n, passage.title, new[-1]["text"]))
+            lines.append(quote_source(n, passage.title, new[-1]["text"], passage.location))
         else:  # its text is already in the prompt: quoting it again would spend the budget
             lines.append(f"[{n}] {defuse(passage.title)} (already among the sources above)")
     record["result_ids"] = [p.id for p in found]

@@ -17,6 +17,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from app.core.location import Location
+
 
 class Record(BaseModel):
     """A part of the manifest: serialises the fields that were set (and unknown keys it
@@ -92,6 +94,8 @@ class ManifestSource(Record):
     score: float
     tokens: int | None = None
     snippet: str | None = None
+    location: Location | None = None
+    """Where the passage is in its document (issue 29); absent in older manifests."""
 
 
 class Citations(Record):

@@ -11,6 +11,7 @@ from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import TriageRecord, Validation
 from app.conversation.turn.types import ChatMessage
 from app.core.json_types import NO_NUL, NOT_BLANK
+from app.core.location import Location, location_of
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MESSAGES = 100
@@ -96,6 +97,10 @@ class SourceOut(BaseModel):
     score: float
     snippet: str
     cited: bool
+    location: Location = Field(default_factory=Location)
+    """Where the passage is in its document: `{"page": 12, "page_end": 13, "section":
+    "3 Refunds > 3.2 Annual plans"}`, only the keys that apply (also `slide`, `sheet`,
+    `rows`, `chapter`); `{}` when unknown (a FAQ, a chunk indexed before locations)."""
 
 
 class UsageOut(BaseModel):
@@ -200,4 +205,5 @@ def public_source(source: Mapping[str, Any], cited: Collection[int]) -> dict[str
         "score": round(float(source["score"]), 6),
         "snippet": source["snippet"],
         "cited": source["n"] in cited,
+        "location": location_of(source.get("location")),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
+from app.core.location import Location
 from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 
 __all__ = ["ChatMessage", "HistoryTurn", "PassageData", "SourceRef", "Usage"]
@@ -23,6 +24,8 @@ class PassageData(TypedDict):
     title: str
     text: str
     score: float
+    location: NotRequired[Location]
+    """Where the chunk is in its document (absent for chunks indexed before 0029)."""
 
 
 class Usage(TypedDict):

@@ -49,7 +49,13 @@ async def _previous_citations(
 
 def _passage(p: Passage) -> PassageData:
     return PassageData(
-        id=p.id, kind=p.kind, source_id=p.source_id, title=p.title, text=p.text, score=p.score
+        id=p.id,
+        kind=p.kind,
+        source_id=p.source_id,
+        title=p.title,
+        text=p.text,
+        score=p.score,
+        location=p.location,
     )
 
 

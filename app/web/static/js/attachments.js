@@ -11,7 +11,7 @@ const POLL_MS = 700;
 export function attachmentsBar(getSessionId, ensureSession = async () => getSessionId()) {
   const list = h("ul", { class: "attachments", "aria-label": "Documents in this conversation" });
   const error = h("p", { class: "error", role: "alert", hidden: true });
-  const input = h("input", { type: "file", class: "sr-only", id: "attach-input", accept: ".pdf,.txt,.md,text/plain,text/markdown,application/pdf", multiple: true });
+  const input = h("input", { type: "file", class: "sr-only", id: "attach-input", accept: ".pdf,.txt,.md,.markdown,.docx,.docm,.pptx,.xlsx,.xlsm,.csv,.html,.htm,.epub,.eml,.json,.odt,text/plain,text/markdown,text/html,text/csv,application/json,application/pdf", multiple: true });
   const picker = h("label", { class: "button secondary", for: "attach-input" }, "Attach file", input);
   const items = new Map();
 

@@ -58,6 +58,19 @@ export function readableSnippet(source) {
   return text;
 }
 
+/** Where a passage is in its document, as a reader cites it ("p. 12–13 · 3 Refunds › 3.2"). */
+export function locationText(location) {
+  const where = location || {};
+  const parts = [];
+  if (where.chapter) parts.push(`chapter ${where.chapter}`);
+  if (where.page) parts.push(where.page_end ? `p. ${where.page}–${where.page_end}` : `p. ${where.page}`);
+  if (where.slide) parts.push(`slide ${where.slide}`);
+  if (where.sheet) parts.push(where.rows ? `sheet ${where.sheet}, rows ${where.rows}` : `sheet ${where.sheet}`);
+  else if (where.rows) parts.push(`rows ${where.rows}`);
+  if (where.section) parts.push(where.section);
+  return parts.join(" · ");
+}
+
 /** Which sources the answer cited: the final record's list when there is one. */
 function citedSet(turn, sources) {
   const cited = turn.context_metadata?.citations?.cited;
@@ -100,11 +113,13 @@ function sourceItem(turn, source, n, ranked) {
   setMarkdown(snippet, readableSnippet(source));
   const title = sourceTitle(source);
   const raw = String(source.title || "");
+  const where = locationText(source.location);
   return h(
     "li",
     { class: source.n === n ? "source current" : "source", id: `source-${turn.id}-${source.n}` },
     h("p", { class: "source-head" }, h("span", { class: "num" }, String(source.n)), h("strong", {}, title)),
     h("p", { class: "meta" }, KIND[source.kind] || source.kind, raw && raw !== title ? ` · ${raw}` : "", " · ", relevance(source, ranked)),
+    where ? h("p", { class: "location" }, where) : null,
     snippet,
   );
 }

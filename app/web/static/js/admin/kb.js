@@ -51,7 +51,7 @@ export async function render(main) {
     }
   }
 
-  const file = h("input", { type: "file", id: "kb-file", accept: ".pdf,.txt,.md,text/plain,text/markdown,application/pdf" });
+  const file = h("input", { type: "file", id: "kb-file", accept: ".pdf,.txt,.md,.markdown,.docx,.docm,.pptx,.xlsx,.xlsm,.csv,.html,.htm,.epub,.eml,.json,.odt,text/plain,text/markdown,text/html,text/csv,application/json,application/pdf" });
   const uploadForm = h("form", { class: "card", "aria-labelledby": "kb-upload" }, h("h2", { id: "kb-upload" }, "Upload a file"), h("label", { for: "kb-file" }, "PDF, plain text or Markdown"), file, h("button", { type: "submit", class: "primary" }, "Upload"));
   uploadForm.addEventListener("submit", async (event) => {
     event.preventDefault();
