@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.conversation.history import HistoryStore
-from app.core.db import TENANT
-from app.core.jobs import RUNNER, JobRunner
+from app.core.jobs import JobRunner
+from app.core.unit_of_work import Transactions
 from app.embeddings.base import Embedder
 from app.guardrails.policy import TenantPolicies
 from app.llm.responder import Responder
@@ -47,15 +47,15 @@ class TurnContext:
     """The fast model for the follow-up rewrite (`THREADLINE_LLM_FAST_MODEL`); None: the
     responder's own model rewrites."""
 
-    @asynccontextmanager
-    async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
+    @property
+    def transactions(self) -> Transactions:
+        """The turn's writes' door: a transaction of their own (follows a swapped
+        `sessionmaker` and the `jobs` set after start-up)."""
+        return Transactions(self.sessionmaker, self.jobs)
+
+    def transaction(self, tenant_id: str | uuid.UUID) -> AbstractAsyncContextManager[AsyncSession]:
         """A database session scoped to the tenant, committed when the block ends without error."""
-        async with self.sessionmaker() as db:
-            db.info[TENANT] = tenant_id
-            if self.jobs is not None:
-                db.info[RUNNER] = self.jobs  # jobs enqueued here run after the commit
-            async with db.begin():
-                yield db
+        return self.transactions(tenant_id)
 
     def reads(self, tenant_id: uuid.UUID) -> AbstractAsyncContextManager[AsyncSession]:
         """A read before the model: inside a run, the turn's one read transaction (opened by

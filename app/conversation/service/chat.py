@@ -34,7 +34,8 @@ from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
-from app.embeddings.base import prefetch
+from app.core.unit_of_work import Transactions
+from app.embeddings.base import Embedder, prefetch
 from app.limits.limiter import Reservation
 from app.observability import metrics
 
@@ -52,11 +53,22 @@ class StartedStream:
 class ChatService:
     """The chat endpoints' one entry point each: `answer`, `stream`, `resume`, `stop`."""
 
-    def __init__(self, settings: Settings, guards: ChatGuards, runner: TurnRunner) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        guards: ChatGuards,
+        runner: TurnRunner,
+        transactions: Transactions,
+        embedder: Embedder,
+    ) -> None:
+        """`transactions` is the service's own door to the database (ADR 0070): the runner
+        runs turns, and is never reached into for a transaction."""
         self.settings = settings
         self.guards = guards
         self.runner = runner
-        self.replay = RetryReplay(settings, guards, runner.context)
+        self.transactions = transactions
+        self.embedder = embedder
+        self.replay = RetryReplay(settings, guards, transactions)
 
     async def answer(
         self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
@@ -138,7 +150,7 @@ class ChatService:
     async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
         """Stop a running turn wherever it runs (`stopping`), or finish it here when the
         process running it is gone (`stopped`)."""
-        async with self.runner.context.transaction(principal.tenant_id) as db:
+        async with self.transactions(principal.tenant_id) as db:
             turn = await TurnRepository(db, principal.tenant_id).get(turn_id)
         if turn is None or turn.user_id != principal.user_id:
             raise NotFound("Turn not found.")
@@ -179,7 +191,7 @@ class ChatService:
         async def turn_exists(claimed: uuid.UUID) -> bool:
             # A stored answer is replayed only while its turn exists (not after the session's
             # deletion or the user's erasure).
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions(tenant_id) as db:
                 return await TurnRepository(db, tenant_id).get(claimed) is not None
 
         claim = await self.guards.idempotency.claim(
@@ -197,7 +209,7 @@ class ChatService:
         tenant_id = principal.tenant_id
         store = self.guards.idempotency
         try:
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions(tenant_id) as db:
                 turn = await TurnRepository(db, tenant_id).by_idempotency_key(
                     principal.user_id, claim.key, self.settings.idempotency_ttl_seconds
                 )
@@ -228,13 +240,13 @@ class ChatService:
         tenant_id = principal.tenant_id
         reservation: Reservation | None = None
         try:
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions(tenant_id) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 # The turn's expected tokens are held from here: given back below if it is
                 # not admitted after all, settled to what it used when its run ends.
                 reservation = await limiter.admit(tenant_id, principal.user_id, limits)
                 # Admitted: embed the question while the turn is recorded (a refusal costs none).
-                prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
+                prefetch(self.embedder, [body.conversation()[-1]["content"]])
                 if opening is not None:
                     await opening(db)
                 # The claim's key and fingerprint go with the turn: whoever finishes it if its
