@@ -25,7 +25,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite, StreamMode
 
-from app.conversation.checkpoints.checkpointer import CURRENT_TENANT
+from app.conversation.checkpoints.checkpointer import CURRENT_TENANT, TURN_READ
 from app.conversation.pipeline.answer_check import check_answer
 from app.conversation.pipeline.build import NODE_TIMINGS, TurnGraph
 from app.conversation.pipeline.context import TURN_READS, TurnContext, TurnReads
@@ -163,6 +163,7 @@ class TurnRunner:
         NODE_TIMINGS.set(progress.node_ms)
         reads = TurnReads(self.context, turn.tenant_id)
         TURN_READS.set(reads)  # the reads before the model share one transaction (ADR 0070)
+        TURN_READ.set(reads.use)  # the thread's checkpoint is one of them
         stored = False  # set once `done` went out: later failures do not un-store the turn
         try:
             async for item in self.graph.astream(
@@ -220,6 +221,7 @@ class TurnRunner:
             yield _error_event(exc)
         finally:
             TURN_READS.set(None)
+            TURN_READ.set(None)
             NODE_TIMINGS.set(None)
             CURRENT_TENANT.set(None)
             try:

@@ -14,9 +14,12 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
 from app.config import Settings
@@ -71,16 +74,25 @@ class ChatService:
         self.replay = RetryReplay(settings, guards, transactions)
 
     async def answer(
-        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        key: str | None,
+        *,
+        opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> ChatResponse:
-        """One turn, answered once complete (or the first answer, for a retry with `key`)."""
+        """One turn, answered once complete (or the first answer, for a retry with `key`).
+        `begun`: the request's transaction, which authentication began; admission continues
+        and commits it (ADR 0070)."""
         turn_id = uuid.uuid4()
-        claim = await self._claim(principal, key, "/chat", body, turn_id)
+        claim = await self._claim(principal, key, "/chat", body, turn_id, begun)
         if claim is not None and not claim.won:
             # A retry may wait a whole model call for the first answer: it holds no pooled
             # connection meanwhile, or a burst of retries starves the pool.
+            await _release(begun)
             return await self.replay.answer(principal, claim)
-        turn = await self._admit(principal, body, claim, turn_id, opening)
+        turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn,
             self.runner.run(turn, stream_tokens=False),
@@ -110,20 +122,28 @@ class ChatService:
         return ChatResponse.of(done, sources)
 
     async def stream(
-        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        key: str | None,
+        *,
+        opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> StartedStream:
         """One turn, as Server-Sent Events (or the first request's, for a retry with `key`).
-        Admission errors raise here, before the stream starts; later ones are `error` events."""
+        Admission errors raise here, before the stream starts; later ones are `error` events.
+        `begun` as for `answer`."""
         turn_id = uuid.uuid4()
-        claim = await self._claim(principal, key, "/chat/stream", body, turn_id)
+        claim = await self._claim(principal, key, "/chat/stream", body, turn_id, begun)
         if claim is not None and not claim.won:
+            await _release(begun)
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
             stored = await self.replay.join(principal, claim)
             if stored is not None:
                 return StartedStream(claim.turn_id, stored)
             await self.guards.follows.admit(principal.user_id, claim.turn_id)
             return StartedStream(claim.turn_id, self._follow(principal, claim.turn_id, 0))
-        turn = await self._admit(principal, body, claim, turn_id, opening)
+        turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
         )
@@ -182,6 +202,7 @@ class ChatService:
         endpoint: str,
         body: ChatRequest,
         turn_id: uuid.UUID,
+        begun: AsyncSession | None = None,
     ) -> Claim | None:
         """Claimed before anything is written: a retry that loses the claim leaves no row."""
         if key is None:
@@ -191,7 +212,7 @@ class ChatService:
         async def turn_exists(claimed: uuid.UUID) -> bool:
             # A stored answer is replayed only while its turn exists (not after the session's
             # deletion or the user's erasure).
-            async with self.transactions(tenant_id) as db:
+            async with self._transaction(tenant_id, begun, end=False) as db:
                 return await TurnRepository(db, tenant_id).get(claimed) is not None
 
         claim = await self.guards.idempotency.claim(
@@ -199,9 +220,11 @@ class ChatService:
         )
         if claim is None or not claim.won:
             return claim
-        return await self._recall(principal, claim)
+        return await self._recall(principal, claim, begun)
 
-    async def _recall(self, principal: Principal, claim: Claim) -> Claim:
+    async def _recall(
+        self, principal: Principal, claim: Claim, begun: AsyncSession | None = None
+    ) -> Claim:
         """A won claim is a new request unless the database holds a turn recorded under its
         key within the key's lifetime: Redis forgot the key (evicted it, lost it in a restart
         without persistence) and this is a retry of that turn (ADR 0069). A failed turn is not
@@ -209,7 +232,7 @@ class ChatService:
         tenant_id = principal.tenant_id
         store = self.guards.idempotency
         try:
-            async with self.transactions(tenant_id) as db:
+            async with self._transaction(tenant_id, begun, end=False) as db:
                 turn = await TurnRepository(db, tenant_id).by_idempotency_key(
                     principal.user_id, claim.key, self.settings.idempotency_ttl_seconds
                 )
@@ -232,15 +255,17 @@ class ChatService:
         claim: Claim | None,
         turn_id: uuid.UUID,
         opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> PreparedTurn:
         """Rate limits and quotas (before the model is called), then the turn is recorded in
-        the admission's own transaction, committed before the run starts; a refused turn (or
-        any failure here) releases its idempotency claim."""
+        the admission's own transaction (`begun`, the request's, when given), committed
+        before the run starts; a refused turn (or any failure here) releases its
+        idempotency claim."""
         limiter = self.guards.limiter
         tenant_id = principal.tenant_id
         reservation: Reservation | None = None
         try:
-            async with self.transactions(tenant_id) as db:
+            async with self._transaction(tenant_id, begun) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 # The turn's expected tokens are held from here: given back below if it is
                 # not admitted after all, settled to what it used when its run ends.
@@ -264,6 +289,26 @@ class ChatService:
             if claim is not None:
                 await self.guards.idempotency.release(claim)
             raise
+
+    @asynccontextmanager
+    async def _transaction(
+        self, tenant_id: uuid.UUID, begun: AsyncSession | None, *, end: bool = True
+    ) -> AsyncIterator[AsyncSession]:
+        """A transaction of the service's own; or `begun`, the request's transaction that
+        authentication began, continued — and committed when `end` (admission's), so the
+        turn's row is stored before its run starts and no connection is held while it
+        runs. A failure rolls it back."""
+        if begun is None:
+            async with self.transactions(tenant_id) as db:
+                yield db
+            return
+        try:
+            yield begun
+        except BaseException:
+            await begun.rollback()
+            raise
+        if end:
+            await begun.commit()
 
     def _finishers(self, claim: Claim | None) -> tuple[Finisher, ...]:
         guards = self.guards
@@ -293,6 +338,12 @@ class ChatService:
         leases = self.guards.leases
         assert leases is not None, "built in lifespan"
         return leases
+
+
+async def _release(begun: AsyncSession | None) -> None:
+    """End the request's transaction (it only read) before a wait for another's answer."""
+    if begun is not None:
+        await begun.rollback()
 
 
 async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
