@@ -45,9 +45,7 @@ def sized_shared_buffers() -> str:
 
 
 @contextmanager
-def bench_database(
-    shared_buffers: str | None = None, preload: str | None = None
-) -> Iterator[str]:
+def bench_database(shared_buffers: str | None = None, preload: str | None = None) -> Iterator[str]:
     """An owner URL: $BENCH_DATABASE_URL, else a fresh embedded PostgreSQL in a temp dir.
 
     `shared_buffers` sizes the embedded server's buffer cache (its initdb default is 128 MB,

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,8 @@ ENV = {  # the bench's user sends many turns a minute, and nothing periodic runs
     "THREADLINE_TOKEN_QUOTA_USER_PER_DAY": "0",
     "THREADLINE_TOKEN_QUOTA_TENANT_PER_DAY": "0",
     "THREADLINE_TURN_SWEEP_SECONDS": "3600",
+    "THREADLINE_TURN_LEASE_SECONDS": "3600",
+    "THREADLINE_TURN_LEASE_RENEW_SECONDS": "600",
     "THREADLINE_INGESTION_RECOVERY_SECONDS": "3600",
     "THREADLINE_RETENTION_SWEEP_SECONDS": "3600",
 }
@@ -74,7 +78,7 @@ TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 # --- in the measuring process (imports the checkout's `app`) ---------------------------------
 
 
-async def _stats(admin: asyncpg.Connection, database: str) -> tuple[int, dict[str, int]]:
+async def server_counts(admin: asyncpg.Connection, database: str) -> tuple[int, dict[str, int]]:
     await admin.execute("SELECT pg_stat_clear_snapshot()")
     xacts = await admin.fetchval(
         "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", database
@@ -87,7 +91,7 @@ async def _stats(admin: asyncpg.Connection, database: str) -> tuple[int, dict[st
     return int(xacts), {r["query"]: int(r["calls"]) for r in rows}
 
 
-async def _close_connections(resources: Any, admin: asyncpg.Connection, database: str) -> None:
+async def close_connections(resources: Any, admin: asyncpg.Connection, database: str) -> None:
     """Close the app's pooled connections and wait until their backends have exited (and
     so published their counters)."""
     pids = {
@@ -157,7 +161,9 @@ async def _measure(owner_url: str, admin_url: str, turns: int, mode: str) -> dic
                 model = ScriptedChatModel(reply=lambda _: "Refunds take 14 days [1].")
                 resources.turn_context.responder = responder(model)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            ) as client:
 
                 async def token() -> dict[str, str]:
                     got = await client.post(
@@ -179,39 +185,78 @@ async def _measure(owner_url: str, admin_url: str, turns: int, mode: str) -> dic
                     created.raise_for_status()
                     sessions.append(created.json()["id"])
                     first = await client.post(
-                        "/chat", json={"session_id": sessions[-1], "message": FIRST}, headers=headers
+                        "/chat",
+                        json={"session_id": sessions[-1], "message": FIRST},
+                        headers=headers,
                     )
                     first.raise_for_status()
                 # Every turn's token is issued before the windows: logging in is not a turn.
                 tokens = [await token() for _ in sessions]
 
-                async def window(indexes: range) -> tuple[int, dict[str, int]]:
-                    await asyncio.sleep(0.5)  # the last checkpoint write, in the background
-                    await _close_connections(resources, admin, database)
-                    before = await _stats(admin, database)
-                    for i in indexes:
-                        answer = await client.post(
-                            "/chat",
-                            json={"session_id": sessions[i], "message": FOLLOW_UP},
-                            headers=tokens[i],
-                        )
-                        answer.raise_for_status()
-                    await asyncio.sleep(0.5)
-                    await _close_connections(resources, admin, database)
-                    after = await _stats(admin, database)
-                    return after[0] - before[0], {
-                        q: after[1][q] - before[1].get(q, 0)
-                        for q in after[1]
-                        if after[1][q] != before[1].get(q, 0)
-                    }
+                async def ask(i: int) -> None:
+                    answer = await client.post(
+                        "/chat",
+                        json={"session_id": sessions[i], "message": FOLLOW_UP},
+                        headers=tokens[i],
+                    )
+                    answer.raise_for_status()
 
-                one = await window(range(1))
-                many = await window(range(1, 2 + turns))
+                counts = await count_per_turn(resources, admin, database, ask, turns)
     finally:
         await admin.close()
+    return {"transactions": counts.transactions, "statements": counts.statements}
+
+
+@dataclass(frozen=True)
+class TurnCounts:
+    """What PostgreSQL did for one turn: transactions, and each statement's executions."""
+
+    transactions: float
+    statements: dict[str, float]
+
+    @property
+    def control(self) -> float:
+        """BEGIN, COMMIT and ROLLBACK."""
+        return sum(n for q, n in self.statements.items() if is_control(q))
+
+    @property
+    def work(self) -> float:
+        """Every other statement: those that read or write."""
+        return sum(self.statements.values()) - self.control
+
+
+async def count_per_turn(
+    resources: Any,
+    admin: asyncpg.Connection,
+    database: str,
+    ask: Callable[[int], Awaitable[None]],
+    turns: int,
+) -> TurnCounts:
+    """Per turn, from a window of `ask(0)` and one of `ask(1)`…`ask(turns + 1)` (each turn
+    different, none of them the first of its session, every one prepared beforehand). The
+    app's connections are closed around each window, which costs reconnections; the two
+    windows pay the same ones, so their difference is `turns` turns exactly."""
+
+    async def window(indexes: range) -> tuple[int, dict[str, int]]:
+        await asyncio.sleep(0.5)  # the last checkpoint write, in the background
+        await close_connections(resources, admin, database)
+        before = await server_counts(admin, database)
+        for i in indexes:
+            await ask(i)
+        await asyncio.sleep(0.5)
+        await close_connections(resources, admin, database)
+        after = await server_counts(admin, database)
+        return after[0] - before[0], {
+            q: n - before[1].get(q, 0) for q, n in after[1].items() if n != before[1].get(q, 0)
+        }
+
+    one = await window(range(1))
+    many = await window(range(1, 2 + turns))
     statements = {q: (n - one[1].get(q, 0)) / turns for q, n in many[1].items()}
-    statements = {q: n for q, n in statements.items() if n}
-    return {"transactions": (many[0] - one[0]) / turns, "statements": statements}
+    return TurnCounts(
+        transactions=(many[0] - one[0]) / turns,
+        statements={q: n for q, n in statements.items() if n},
+    )
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -260,20 +305,19 @@ async def _create_database(owner_url: str, name: str) -> None:
         await connection.close()
 
 
-def _is_control(query: str) -> bool:
+def is_control(query: str) -> bool:
+    """Whether a statement is transaction control (BEGIN, COMMIT, ROLLBACK...)."""
     return query.strip().upper().startswith(TRANSACTION_CONTROL)
 
 
 def _report(label: str, mode: str, result: dict[str, Any], verbose: bool) -> None:
-    statements: dict[str, float] = result["statements"]
-    total = sum(statements.values())
-    control = sum(n for q, n in statements.items() if _is_control(q))
+    counts = TurnCounts(result["transactions"], result["statements"])
     print(
-        f"  {label:<6} {mode:<11} transactions {result['transactions']:5.1f}   "
-        f"statements {total:5.1f} ({control:4.1f} of them BEGIN/COMMIT/ROLLBACK)"
+        f"  {label:<6} {mode:<11} transactions {counts.transactions:5.1f}   statements "
+        f"{counts.work:5.1f} + {counts.control:4.1f} BEGIN/COMMIT/ROLLBACK"
     )
     if verbose:
-        for query, calls in sorted(statements.items(), key=lambda item: -item[1]):
+        for query, calls in sorted(counts.statements.items(), key=lambda item: -item[1]):
             print(f"      {calls:4.1f}  {' '.join(query.split())[:110]}")
 
 

@@ -23,8 +23,8 @@ from app.conversation.service import sessions
 from app.conversation.service.chat import ChatService
 from app.conversation.turn.schemas import ChatRequest, SourceOut
 from app.core.errors import Forbidden
-from app.core.unit_of_work import Transactions
 from app.core.redis import RedisHandle
+from app.core.unit_of_work import Transactions
 from app.knowledge import service as knowledge
 from app.knowledge.schemas import SearchOut
 from app.limits.search import admit_search

@@ -49,8 +49,8 @@ from app.conversation.checkpoints.repository import (
 
 logger = logging.getLogger(__name__)
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
-TURN_READ: ContextVar[Callable[[], AbstractAsyncContextManager[AsyncSession]] | None] = (
-    ContextVar("checkpoint_turn_read", default=None)
+TURN_READ: ContextVar[Callable[[], AbstractAsyncContextManager[AsyncSession]] | None] = ContextVar(
+    "checkpoint_turn_read", default=None
 )
 """The running turn's read transaction (set by the runner): where its checkpoint is read."""
 # The thread whose old checkpoints go in the pipeline of the write now under way.

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from langgraph.checkpoint.postgres.base import SELECT_SQL
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import CursorResult, text
-from langgraph.checkpoint.postgres.base import SELECT_SQL
 from sqlalchemy.ext.asyncio import AsyncSession
 
 # The saver's statements (psycopg, on its own pool).
@@ -101,6 +101,7 @@ async def latest_checkpoint(db: AsyncSession, thread_id: str, ns: str) -> dict[s
     """The thread's newest checkpoint row, with the columns the saver's own read returns."""
     row = (await db.execute(_LATEST, {"thread": thread_id, "ns": ns})).mappings().first()
     return None if row is None else dict(row)
+
 
 _DELETE_THREAD = (
     text("DELETE FROM checkpoint_writes WHERE thread_id = :thread"),
