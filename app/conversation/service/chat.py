@@ -1,11 +1,12 @@
 """A chat turn's lifecycle behind the endpoints: the idempotency claim, admission, the run,
 the replay of a retried request (app/conversation/durability/replay.py), resume and stop.
 
-The service owns its transactions: each step that reads or writes the database (the claim's
-check that a replayed turn still exists, admission, the stop's look-up) runs in a short
-transaction of its own, committed when the step ends. No pooled connection is held while a
-turn runs or while a retry waits for the first request's answer: the pipeline uses its own
-transactions too.
+The service owns its transactions, through the `Transactions` it is handed (ADR 0070): each
+step that reads or writes the database (the claim's check that a replayed turn still exists,
+admission, the stop's look-up) runs in a short transaction, committed when the step ends —
+for `/chat` and `/chat/stream`, the request's transaction authentication began (`begun`),
+which admission commits. No pooled connection is held while a turn runs or while a retry
+waits for the first request's answer: the pipeline uses its own transactions too.
 """
 
 from __future__ import annotations
