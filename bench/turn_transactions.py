@@ -21,7 +21,8 @@ disposed, the checkpointer's pool drained) and waiting until their backends are 
 Statements: the `calls` of `pg_stat_statements` for that database, every statement the
 server executed, BEGIN/COMMIT included (shown apart). The reconnections those windows force
 cost statements and transactions of their own; they cancel out: the figure per turn is the
-difference between a window of 1 + K turns and a window of 1 turn, divided by K.
+difference between a window of 1 + K turns and a window of 1 turn, divided by K. Autovacuum
+is off on the bench's server: its workers' transactions would count too.
 """
 
 from __future__ import annotations
@@ -340,7 +341,7 @@ def main() -> None:
     checkouts = [("base", args.base.resolve())] if args.base else []
     checkouts.append(("this", ROOT))
     print(f"Per /chat turn ({args.turns} turns after one), counted by PostgreSQL:")
-    with bench_database(preload="pg_stat_statements") as owner_url:
+    with bench_database(preload="pg_stat_statements", autovacuum=False) as owner_url:
         for mode in MODES:
             for label, checkout in checkouts:
                 result = _run_checkout(checkout, owner_url, args.turns, mode)

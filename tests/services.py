@@ -119,6 +119,8 @@ def statement_counting_postgres() -> Iterator[PostgresServer]:
     try:
         library = dirs[1] / "pg_stat_statements"
         server.psql(f"ALTER SYSTEM SET shared_preload_libraries = '{library}';")
+        # Autovacuum's transactions would count among a database's in pg_stat_database.
+        server.psql("ALTER SYSTEM SET autovacuum = off;")
         create_command_function("pg_ctl")(
             ["-w", "-l", str(server.log), "restart"],
             pgdata=server.pgdata,
