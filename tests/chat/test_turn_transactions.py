@@ -12,7 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.pool import QueuePool
 
 from app.config import Settings
 from app.core import migrate
@@ -20,7 +23,7 @@ from app.core.database_urls import resolve_database_urls
 from app.core.db import create_engine, create_sessionmaker
 from app.main import create_app
 from bench.turn_transactions import TurnCounts, count_per_turn
-from tests.chat_helpers import add_kb_document
+from tests.chat_helpers import add_kb_document, use_model
 from tests.conftest import create_database, drop_database, make_settings
 from tests.factories import login, make_session, make_tenant, make_user
 from tests.fakes import ScriptedChatModel, responder
@@ -128,3 +131,33 @@ async def test_a_chat_turn_costs_at_most_four_transactions_and_twenty_statements
     assert counts.transactions > 0 and counts.work > 0, detail
     assert counts.transactions <= MAX_TRANSACTIONS, detail
     assert counts.work <= MAX_STATEMENTS, detail
+
+
+@pytest.mark.committed
+async def test_no_pooled_connection_is_held_while_the_model_answers(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, app_engine: AsyncEngine
+) -> None:
+    """The turn's read transaction is committed before each model call: the follow-up's
+    rewrite and the answer (ADR 0070)."""
+    tenant = await make_tenant(db)
+    user = await make_user(db, tenant)
+    await add_kb_document(db, tenant, "Refund policy", [REFUNDS])
+    chat = await make_session(db, user)
+    who = await login(client, user)
+    pool = app_engine.pool
+    assert isinstance(pool, QueuePool)
+    held: list[int] = []
+
+    def reply(_: object) -> str:
+        held.append(pool.checkedout())
+        return "Refunds take 14 days [1]."
+
+    use_model(app, ScriptedChatModel(reply=reply))
+    idle = pool.checkedout()  # the test's own connection
+    for question in (FIRST, FOLLOW_UP):
+        answer = await client.post(
+            "/chat", json={"session_id": str(chat.id), "message": question}, headers=who.headers
+        )
+        assert answer.status_code == 200, answer.text
+    assert len(held) >= 3  # two answers and the follow-up's rewrite
+    assert held == [idle] * len(held)

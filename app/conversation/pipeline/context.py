@@ -7,6 +7,7 @@ Never checkpointed; built once in lifespan and shared by every turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -24,6 +25,8 @@ from app.guardrails.policy import TenantPolicies
 from app.llm.responder import Responder
 from app.retrieval.base import Retriever
 from app.retrieval.status import KnowledgeBaseStatus
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -99,7 +102,10 @@ class TurnReads:
             try:
                 yield self._open[1]
             except BaseException as exc:
-                await self._end(exc)
+                try:
+                    await self._end(exc)
+                except Exception:  # a connection already lost: the read's own error stands
+                    logger.warning("the turn's read transaction did not roll back", exc_info=True)
                 raise
 
     async def close(self) -> None:
