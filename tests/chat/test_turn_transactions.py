@@ -57,13 +57,16 @@ async def counted_settings(counting_server: URL, redis_url: str) -> AsyncIterato
     """A migrated database of the test's own on the counting server."""
     name = f"threadline_uow_{uuid.uuid4().hex[:10]}"
     owner = await create_database(counting_server, name)
-    # Nothing periodic runs while turns are counted (a lease renewal, a sweep).
+    # Nothing periodic runs while turns are counted (a lease renewal, a sweep, the tenant
+    # policy's refresh every 30 s: 2 statements in the read transaction, when it comes).
     quiet = {
         "turn_lease_seconds": 3600,
         "turn_lease_renew_seconds": 600,
         "turn_sweep_seconds": 3600,
     }
-    settings = make_settings(owner, redis_url, **quiet, ingestion_recovery_seconds=3600)
+    settings = make_settings(
+        owner, redis_url, **quiet, ingestion_recovery_seconds=3600, tenant_policy_cache_seconds=3600
+    )
     await migrate.upgrade(settings, resolve_database_urls(settings).owner)
     admin = await asyncpg.connect(_libpq(counting_server))
     try:
