@@ -34,3 +34,28 @@ class Transactions:
                 db.info[RUNNER] = self.jobs  # jobs enqueued here run after the commit
             async with db.begin():
                 yield db
+
+    @asynccontextmanager
+    async def continuing(
+        self, tenant_id: uuid.UUID, begun: AsyncSession | None, *, end: bool = True
+    ) -> AsyncIterator[AsyncSession]:
+        """A transaction of its own; or `begun`, a transaction the caller's request already
+        began (authentication's), continued — and committed when `end`, which releases its
+        connection. A failure rolls it back."""
+        if begun is None:
+            async with self(tenant_id) as db:
+                yield db
+            return
+        try:
+            yield begun
+        except BaseException:
+            await begun.rollback()
+            raise
+        if end:
+            await begun.commit()
+
+
+async def release(begun: AsyncSession | None) -> None:
+    """End a begun transaction that only read (its connection goes back to the pool)."""
+    if begun is not None:
+        await begun.rollback()

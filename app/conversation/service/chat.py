@@ -7,6 +7,10 @@ admission, the stop's look-up) runs in a short transaction, committed when the s
 for `/chat` and `/chat/stream`, the request's transaction authentication began (`begun`),
 which admission commits. No pooled connection is held while a turn runs or while a retry
 waits for the first request's answer: the pipeline uses its own transactions too.
+
+Over 300 lines because the four entry points share one lifecycle — the claim, the recall of
+a forgotten key, admission in the transaction authentication began, the run's finishers —
+and splitting them would scatter it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -38,7 +41,7 @@ from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
-from app.core.unit_of_work import Transactions
+from app.core.unit_of_work import Transactions, release
 from app.embeddings.base import Embedder, prefetch
 from app.limits.limiter import Reservation
 from app.observability import metrics
@@ -91,7 +94,7 @@ class ChatService:
         if claim is not None and not claim.won:
             # A retry may wait a whole model call for the first answer: it holds no pooled
             # connection meanwhile, or a burst of retries starves the pool.
-            await _release(begun)
+            await release(begun)
             return await self.replay.answer(principal, claim)
         turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
@@ -137,7 +140,7 @@ class ChatService:
         turn_id = uuid.uuid4()
         claim = await self._claim(principal, key, "/chat/stream", body, turn_id, begun)
         if claim is not None and not claim.won:
-            await _release(begun)
+            await release(begun)
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
             stored = await self.replay.join(principal, claim)
             if stored is not None:
@@ -213,7 +216,7 @@ class ChatService:
         async def turn_exists(claimed: uuid.UUID) -> bool:
             # A stored answer is replayed only while its turn exists (not after the session's
             # deletion or the user's erasure).
-            async with self._transaction(tenant_id, begun, end=False) as db:
+            async with self.transactions.continuing(tenant_id, begun, end=False) as db:
                 return await TurnRepository(db, tenant_id).get(claimed) is not None
 
         claim = await self.guards.idempotency.claim(
@@ -233,7 +236,7 @@ class ChatService:
         tenant_id = principal.tenant_id
         store = self.guards.idempotency
         try:
-            async with self._transaction(tenant_id, begun, end=False) as db:
+            async with self.transactions.continuing(tenant_id, begun, end=False) as db:
                 turn = await TurnRepository(db, tenant_id).by_idempotency_key(
                     principal.user_id, claim.key, self.settings.idempotency_ttl_seconds
                 )
@@ -266,7 +269,7 @@ class ChatService:
         tenant_id = principal.tenant_id
         reservation: Reservation | None = None
         try:
-            async with self._transaction(tenant_id, begun) as db:
+            async with self.transactions.continuing(tenant_id, begun) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 # The turn's expected tokens are held from here: given back below if it is
                 # not admitted after all, settled to what it used when its run ends.
@@ -290,26 +293,6 @@ class ChatService:
             if claim is not None:
                 await self.guards.idempotency.release(claim)
             raise
-
-    @asynccontextmanager
-    async def _transaction(
-        self, tenant_id: uuid.UUID, begun: AsyncSession | None, *, end: bool = True
-    ) -> AsyncIterator[AsyncSession]:
-        """A transaction of the service's own; or `begun`, the request's transaction that
-        authentication began, continued — and committed when `end` (admission's), so the
-        turn's row is stored before its run starts and no connection is held while it
-        runs. A failure rolls it back."""
-        if begun is None:
-            async with self.transactions(tenant_id) as db:
-                yield db
-            return
-        try:
-            yield begun
-        except BaseException:
-            await begun.rollback()
-            raise
-        if end:
-            await begun.commit()
 
     def _finishers(self, claim: Claim | None) -> tuple[Finisher, ...]:
         guards = self.guards
@@ -339,12 +322,6 @@ class ChatService:
         leases = self.guards.leases
         assert leases is not None, "built in lifespan"
         return leases
-
-
-async def _release(begun: AsyncSession | None) -> None:
-    """End the request's transaction (it only read) before a wait for another's answer."""
-    if begun is not None:
-        await begun.rollback()
 
 
 async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
