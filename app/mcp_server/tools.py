@@ -12,18 +12,19 @@ from pydantic import BaseModel
 from app.audit import service as audit
 from app.audit.schemas import AuditTurnRecord
 from app.auth.principal import Principal
+from app.config import Settings
 from app.conversation.endpoints.session_schemas import (
     SessionPage,
     SessionResponse,
     TurnPage,
     TurnResponse,
 )
-from app.conversation.pipeline.context import TurnContext
 from app.conversation.service import sessions
 from app.conversation.service.chat import ChatService
 from app.conversation.turn.schemas import ChatRequest, SourceOut
 from app.core.errors import Forbidden
 from app.core.redis import RedisHandle
+from app.core.unit_of_work import Transactions
 from app.knowledge import service as knowledge
 from app.knowledge.schemas import SearchOut
 from app.limits.search import admit_search
@@ -47,16 +48,18 @@ class Toolbox:
 
     principal: Principal
     chat: ChatService
-    context: TurnContext
+    transactions: Transactions
+    """The tools' own door to the database (ADR 0070)."""
+    settings: Settings
     retriever: HybridRetriever
     redis: RedisHandle
 
     async def search_knowledge(self, query: str, k: int) -> SearchOut:
         """The tenant's best-matching passages, within the user's searches a minute."""
         tenant = self.principal.tenant_id
-        settings = self.context.settings
+        settings = self.settings
         await admit_search(self.redis, self.principal.user_id, settings.rate_limit_search_per_min)
-        async with self.context.transaction(tenant) as db:
+        async with self.transactions(tenant) as db:
             hits = await knowledge.search(db, self.retriever, tenant, query, k=k)
         return SearchOut.of(hits)
 
@@ -80,7 +83,7 @@ class Toolbox:
 
     async def list_sessions(self, limit: int, cursor: str | None) -> SessionPage:
         """The caller's sessions, newest first."""
-        async with self.context.transaction(self.principal.tenant_id) as db:
+        async with self.transactions(self.principal.tenant_id) as db:
             items, next_cursor = await sessions.list_page(
                 db, self.principal, limit=limit, cursor=cursor
             )
@@ -92,7 +95,7 @@ class Toolbox:
         self, session_id: uuid.UUID, limit: int, cursor: str | None
     ) -> TurnPage:
         """One of the caller's sessions' turns, newest first."""
-        async with self.context.transaction(self.principal.tenant_id) as db:
+        async with self.transactions(self.principal.tenant_id) as db:
             items, next_cursor = await sessions.turns_page(
                 db, self.principal, session_id, limit=limit, cursor=cursor
             )
@@ -104,5 +107,5 @@ class Toolbox:
         """A turn's full record for an admin; the read is logged in the audit log."""
         if not self.principal.is_admin:
             raise Forbidden("This requires the admin role.", code="admin_required")
-        async with self.context.transaction(self.principal.tenant_id) as db:
+        async with self.transactions(self.principal.tenant_id) as db:
             return await audit.read_turn(db, self.principal, turn_id)

@@ -133,9 +133,12 @@ def conversation_session_id(principal: Principal, chat_id: str) -> uuid.UUID:
 class CompletionService:
     """Chat completions over the chat service."""
 
-    def __init__(self, chat: ChatService, history_turns: int) -> None:
+    def __init__(self, chat: ChatService, history_turns: int, history: CachedHistory) -> None:
+        """`history` is the sessions' history cache, handed in (ADR 0070): a derived session
+        id's leftovers are dropped from it when the session opens."""
         self.chat = chat
         self.history_turns = history_turns
+        self.history = history
 
     async def complete(
         self,
@@ -190,7 +193,7 @@ class CompletionService:
                 session = new_session_id(principal, key)
             # A derived id may have been a deleted session's: its leftovers go when it opens.
             derived = conversation is not None or key is not None
-            history = self.chat.runner.context.history if derived else None
+            history = self.history if derived else None
             title = " ".join(snippet(messages[-1].content).split())[:TITLE_CHARS]
             opening = session_opening(principal, session, title or "New conversation", history)
         try:

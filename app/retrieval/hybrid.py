@@ -217,32 +217,21 @@ class HybridRetriever:
         """The `k` best passages for several weighted queries (and the chunks an earlier
         answer cited, read by `cited`), fused as one search (app/retrieval/multi_query.py).
 
-        Each query searches in a transaction of its own (`transaction()`, scoped to the
-        tenant), all at once: a turn's extra queries then cost about one search's time,
-        not one each."""
+        The queries search in one transaction (`transaction()`, scoped to the tenant: a
+        turn's read transaction, ADR 0070), sharing one preparation of the search; the
+        citations are read in it too. Their lexical legs run while they are embedded."""
         used = [q for q in queries if q.weight > 0]
-        # One batch, run while each query's search is prepared and its lexical leg runs.
+        # One batch, run while the search is prepared and the lexical legs run.
         embedding = _background(self.embedder.embed([query_input(q.text) for q in used]))
-
-        async def vector(index: int) -> list[list[float]]:
-            return [(await embedding)[index]]
-
-        async def legs(index: int, text: str) -> dict[str, list[Hit]]:
-            async with transaction() as db:
-                (by_leg,) = await self.query_legs(
-                    db, tenant_id, [text], attachment_ids=attachment_ids, vectors=vector(index)
-                )
-            return by_leg
-
-        async def citations() -> Sequence[str]:
-            if cited is None or cited_weight <= 0:
-                return ()
-            async with transaction() as db:
-                return await cited(db)
-
-        cited_task = asyncio.ensure_future(citations())
-        per_query = await asyncio.gather(*(legs(i, q.text) for i, q in enumerate(used)))
-        cited_ids = list(await cited_task)
+        async with transaction() as db:
+            per_query = await self.query_legs(
+                db,
+                tenant_id,
+                [q.text for q in used],
+                attachment_ids=attachment_ids,
+                vectors=embedding,
+            )
+            cited_ids = list(await cited(db)) if cited is not None and cited_weight > 0 else []
         return fuse_queries(
             {q.name: by_leg for q, by_leg in zip(used, per_query, strict=True)},
             {q.name: q.weight for q in used},
@@ -324,9 +313,8 @@ class HybridRetriever:
             )
             legs = [leg for leg in legs if leg != "dense"]
         sources = ([KB] if knowledge_base else []) + ([ATTACHMENTS] if attachment_ids else [])
-        per_query: list[dict[str, list[Hit]]] = []
-        for index, query in enumerate(queries):
-            search = _Search(
+        searches = [
+            _Search(
                 repository=repository,
                 query=query,
                 vector=None,
@@ -335,16 +323,25 @@ class HybridRetriever:
                 limit=settings.candidates,
                 title_weight=settings.title_weight,
             )
-            found: dict[str, list[Hit]] = {}
-            for leg in sorted(legs, key=lambda leg: leg != "lexical"):  # the lexical leg first
+            for query in queries
+        ]
+        found: list[dict[str, list[Hit]]] = [{} for _ in queries]
+        # Leg by leg, every query's lexical leg first: they all run while the queries are
+        # still being embedded.
+        for leg in sorted(legs, key=lambda leg: leg != "lexical"):
+            for index, search in enumerate(searches):
                 if leg == "dense" and embedding is not None:
-                    search = replace(search, vector=list((await embedding)[index]))
+                    search = searches[index] = replace(
+                        search, vector=list((await embedding)[index])
+                    )
                 hits: list[Hit] = []
                 for source in sources:
                     hits += await _LEGS[leg](search, source)
                 hits.sort(key=lambda h: -h.passage.score)
-                found[leg] = hits[: settings.candidates]
-            by_leg: dict[str, list[Hit]] = {leg: found[leg] for leg in legs}  # as asked for
+                found[index][leg] = hits[: settings.candidates]
+        per_query: list[dict[str, list[Hit]]] = []
+        for search, by_any in zip(searches, found, strict=True):
+            by_leg: dict[str, list[Hit]] = {leg: by_any[leg] for leg in legs}  # as asked for
             if settings.complete_scores and settings.method == "zscore" and len(by_leg) == 2:
                 await _complete(search, sources, by_leg)
             per_query.append(by_leg)

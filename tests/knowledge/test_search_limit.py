@@ -38,7 +38,8 @@ async def test_a_user_searches_only_so_often_a_minute_over_http_and_mcp(
         toolbox = Toolbox(
             principal=Principal(searcher.id, tenant.id, searcher.email, "member", "api_key"),
             chat=None,  # type: ignore[arg-type]  # search needs no chat service
-            context=resources.turn_context,
+            transactions=resources.turn_context.transactions,
+            settings=resources.turn_context.settings,
             retriever=resources.retriever,
             redis=resources.redis,
         )

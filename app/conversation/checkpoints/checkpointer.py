@@ -20,27 +20,39 @@ builds could not run inside a pipeline's transaction anyway.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.postgres.base import MIGRATIONS
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversation.checkpoints.repository import (
     PRUNE_THREAD,
     SET_TENANT,
+    latest_checkpoint,
     prune_parameters,
     schema_version,
 )
 
 logger = logging.getLogger(__name__)
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("checkpoint_tenant", default=None)
+TURN_READ: ContextVar[Callable[[], AbstractAsyncContextManager[AsyncSession]] | None] = ContextVar(
+    "checkpoint_turn_read", default=None
+)
+"""The running turn's read transaction (set by the runner): where its checkpoint is read."""
 # The thread whose old checkpoints go in the pipeline of the write now under way.
 _PRUNE_AFTER_WRITE: ContextVar[tuple[str, str] | None] = ContextVar("prune", default=None)
 
@@ -54,6 +66,21 @@ class TenantScopedSaver(AsyncPostgresSaver):
     that keeps at most `keep_checkpoints` checkpoints per thread (0: all of them)."""
 
     keep_checkpoints: int = 0
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The thread's checkpoint; a run's read of its newest one goes in the turn's read
+        transaction (`TURN_READ`, ADR 0070), not in a transaction of its own."""
+        where = config["configurable"]
+        shared = TURN_READ.get()
+        if shared is None or get_checkpoint_id(config):
+            return await super().aget_tuple(config)
+        async with shared() as db:
+            row = await latest_checkpoint(db, where["thread_id"], where.get("checkpoint_ns", ""))
+        if row is None:
+            return None
+        if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
+            return await super().aget_tuple(config)  # an old format: the library migrates it
+        return await self._load_checkpoint_tuple(row)
 
     async def aput(
         self,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from langgraph.checkpoint.postgres.base import SELECT_SQL
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
@@ -87,6 +88,21 @@ async def schema_version(
 
 
 # The application's statements (SQLAlchemy, in the caller's tenant-scoped transaction).
+
+# The thread's newest checkpoint, as the saver reads it (the library's own SELECT), for a turn
+# whose reads share one transaction (ADR 0070).
+_LATEST = text(
+    SELECT_SQL
+    + "WHERE thread_id = :thread AND checkpoint_ns = :ns ORDER BY checkpoint_id DESC LIMIT 1"
+)
+
+
+async def latest_checkpoint(db: AsyncSession, thread_id: str, ns: str) -> dict[str, Any] | None:
+    """The thread's newest checkpoint row, with the columns the saver's own read returns."""
+    row = (await db.execute(_LATEST, {"thread": thread_id, "ns": ns})).mappings().first()
+    return None if row is None else dict(row)
+
+
 _DELETE_THREAD = (
     text("DELETE FROM checkpoint_writes WHERE thread_id = :thread"),
     text("DELETE FROM checkpoint_blobs WHERE thread_id = :thread"),

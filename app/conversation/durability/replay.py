@@ -16,13 +16,13 @@ from app.auth.principal import Principal
 from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
 from app.conversation.durability.idempotency import Claim
-from app.conversation.pipeline.context import TurnContext
 from app.conversation.repository import TurnRepository
 from app.conversation.streaming.resume import check_resumable
 from app.conversation.streaming.sse import format_event
 from app.conversation.turn.schemas import ChatResponse
 from app.conversation.turn.stored import stored_response
 from app.core.errors import Conflict, NotFound
+from app.core.unit_of_work import Transactions
 from app.observability import metrics
 
 
@@ -67,10 +67,10 @@ async def stored_rest(response: ChatResponse, after: int) -> AsyncIterator[bytes
 class RetryReplay:
     """What a retry that lost the claim gets (see the module docstring)."""
 
-    def __init__(self, settings: Settings, guards: ChatGuards, context: TurnContext) -> None:
+    def __init__(self, settings: Settings, guards: ChatGuards, transactions: Transactions) -> None:
         self.settings = settings
         self.guards = guards
-        self.context = context
+        self.transactions = transactions
 
     async def answer(self, principal: Principal, claim: Claim) -> ChatResponse:
         """A retry of a `/chat` request: the first one's answer, once it has one. If the first
@@ -134,7 +134,7 @@ class RetryReplay:
         """The finished record of the claim's turn built from its row, and written under the
         key (a retry after this one reads it there); None while the turn is not finished."""
         tenant_id = principal.tenant_id
-        async with self.context.transaction(tenant_id) as db:
+        async with self.transactions(tenant_id) as db:
             turn = await TurnRepository(db, tenant_id).get(claim.turn_id)
         if turn is None or turn.status == "pending":
             return None

@@ -1,6 +1,7 @@
 """The chat endpoints: `/chat`, `/chat/stream`, resume and stop. Each translates HTTP to one
 call of the chat service (app/conversation/service/chat.py), which owns the turn's lifecycle and its
-transactions."""
+transactions. A new turn's admission continues the transaction authentication began (the
+request's), and commits it before the turn runs (ADR 0070)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
-from app.auth.principal import Caller
+from app.auth.principal import Caller, CurrentPrincipal
 from app.conversation.durability.idempotency import MAX_KEY_CHARS
 from app.conversation.endpoints.deps import ChatServiceDep
 from app.conversation.streaming.resume import parse_last_event_id
 from app.conversation.streaming.sse import SSE_HEADERS
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
+from app.core.deps import DbSession
 from app.core.errors import error_responses
 
 router = APIRouter(tags=["chat"])
@@ -60,12 +62,13 @@ LastEventId = Annotated[
 @router.post("/chat", response_model=ChatResponse, responses=_TURN_ERRORS)
 async def chat(
     body: ChatRequest,
-    principal: Caller,
+    principal: CurrentPrincipal,
+    db: DbSession,
     service: ChatServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ChatResponse:
     """One turn, answered as JSON once complete."""
-    return await service.answer(principal, body, idempotency_key)
+    return await service.answer(principal, body, idempotency_key, begun=db)
 
 
 @router.post(
@@ -75,14 +78,15 @@ async def chat(
 )
 async def chat_stream(
     body: ChatRequest,
-    principal: Caller,
+    principal: CurrentPrincipal,
+    db: DbSession,
     service: ChatServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """One turn, streamed as Server-Sent Events. The session is checked before the stream
     starts (404 as JSON); failures after that arrive as an `error` event. The turn id is in
     the `meta` event and the `X-Turn-Id` header, for resume and stop."""
-    started = await service.stream(principal, body, idempotency_key)
+    started = await service.stream(principal, body, idempotency_key, begun=db)
     headers = {**SSE_HEADERS, "X-Turn-Id": str(started.turn_id)}
     return StreamingResponse(started.events, media_type="text/event-stream", headers=headers)
 

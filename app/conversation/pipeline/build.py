@@ -81,8 +81,17 @@ class Node(Protocol):
 NODE_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("node_timings", default=None)
 
 
+# The nodes from which a turn reads no more before its model call (or its early answer, or
+# its final write): the turn's read transaction is committed before they start (ADR 0070).
+AFTER_READS = frozenset({"generate", "agent", "tools", "answer_early", "persist"})
+
+
 def _timed(name: str, node: Node) -> Node:
+    ends_reads = name in AFTER_READS
+
     async def run(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+        if ends_reads:
+            await runtime.context.end_reads()
         started = time.perf_counter()
         update = await node(state, runtime)
         timings = NODE_TIMINGS.get()

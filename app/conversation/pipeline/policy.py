@@ -12,6 +12,6 @@ async def tenant_policy(ctx: TurnContext, tenant: uuid.UUID) -> TenantPolicy:
     """The tenant's policy; a transaction only when the process cache has none (or it aged)."""
     policy = ctx.policies.cached(tenant)
     if policy is None:
-        async with ctx.transaction(tenant) as db:
+        async with ctx.reads(tenant) as db:
             policy = await ctx.policies.get(db, tenant)
     return policy

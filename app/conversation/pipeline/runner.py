@@ -25,10 +25,10 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite, StreamMode
 
-from app.conversation.checkpoints.checkpointer import CURRENT_TENANT
+from app.conversation.checkpoints.checkpointer import CURRENT_TENANT, TURN_READ
 from app.conversation.pipeline.answer_check import check_answer
 from app.conversation.pipeline.build import NODE_TIMINGS, TurnGraph
-from app.conversation.pipeline.context import TurnContext
+from app.conversation.pipeline.context import TURN_READS, TurnContext, TurnReads
 from app.conversation.pipeline.state import initial_state, public_triage
 from app.conversation.repository import TurnRepository
 from app.conversation.repository.turns import TurnNotOwned
@@ -161,6 +161,9 @@ class TurnRunner:
         # an async generator may be finalised in another context.
         CURRENT_TENANT.set(str(turn.tenant_id))
         NODE_TIMINGS.set(progress.node_ms)
+        reads = TurnReads(self.context, turn.tenant_id)
+        TURN_READS.set(reads)  # the reads before the model share one transaction (ADR 0070)
+        TURN_READ.set(reads.use)  # the thread's checkpoint is one of them
         stored = False  # set once `done` went out: later failures do not un-store the turn
         try:
             async for item in self.graph.astream(
@@ -217,8 +220,14 @@ class TurnRunner:
                 return
             yield _error_event(exc)
         finally:
+            TURN_READS.set(None)
+            TURN_READ.set(None)
             NODE_TIMINGS.set(None)
             CURRENT_TENANT.set(None)
+            try:
+                await reads.close()  # a run that ended before its model call
+            except Exception:  # a read-only transaction: nothing is lost with it
+                logger.warning("the turn's read transaction did not close", exc_info=True)
 
     def _event_after(self, node: str, turn: PreparedTurn, progress: _Progress) -> TurnEvent | None:
         state = progress.state

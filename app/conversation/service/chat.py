@@ -1,11 +1,16 @@
 """A chat turn's lifecycle behind the endpoints: the idempotency claim, admission, the run,
 the replay of a retried request (app/conversation/durability/replay.py), resume and stop.
 
-The service owns its transactions: each step that reads or writes the database (the claim's
-check that a replayed turn still exists, admission, the stop's look-up) runs in a short
-transaction of its own, committed when the step ends. No pooled connection is held while a
-turn runs or while a retry waits for the first request's answer: the pipeline uses its own
-transactions too.
+The service owns its transactions, through the `Transactions` it is handed (ADR 0070): each
+step that reads or writes the database (the claim's check that a replayed turn still exists,
+admission, the stop's look-up) runs in a short transaction, committed when the step ends —
+for `/chat` and `/chat/stream`, the request's transaction authentication began (`begun`),
+which admission commits. No pooled connection is held while a turn runs or while a retry
+waits for the first request's answer: the pipeline uses its own transactions too.
+
+Over 300 lines because the four entry points share one lifecycle — the claim, the recall of
+a forgotten key, admission in the transaction authentication began, the run's finishers —
+and splitting them would scatter it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
 from app.config import Settings
@@ -34,7 +41,8 @@ from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
-from app.embeddings.base import prefetch
+from app.core.unit_of_work import Transactions, release
+from app.embeddings.base import Embedder, prefetch
 from app.limits.limiter import Reservation
 from app.observability import metrics
 
@@ -52,23 +60,43 @@ class StartedStream:
 class ChatService:
     """The chat endpoints' one entry point each: `answer`, `stream`, `resume`, `stop`."""
 
-    def __init__(self, settings: Settings, guards: ChatGuards, runner: TurnRunner) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        guards: ChatGuards,
+        runner: TurnRunner,
+        transactions: Transactions,
+        embedder: Embedder,
+    ) -> None:
+        """`transactions` is the service's own door to the database (ADR 0070): the runner
+        runs turns, and is never reached into for a transaction."""
         self.settings = settings
         self.guards = guards
         self.runner = runner
-        self.replay = RetryReplay(settings, guards, runner.context)
+        self.transactions = transactions
+        self.embedder = embedder
+        self.replay = RetryReplay(settings, guards, transactions)
 
     async def answer(
-        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        key: str | None,
+        *,
+        opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> ChatResponse:
-        """One turn, answered once complete (or the first answer, for a retry with `key`)."""
+        """One turn, answered once complete (or the first answer, for a retry with `key`).
+        `begun`: the request's transaction, which authentication began; admission continues
+        and commits it (ADR 0070)."""
         turn_id = uuid.uuid4()
-        claim = await self._claim(principal, key, "/chat", body, turn_id)
+        claim = await self._claim(principal, key, "/chat", body, turn_id, begun)
         if claim is not None and not claim.won:
             # A retry may wait a whole model call for the first answer: it holds no pooled
             # connection meanwhile, or a burst of retries starves the pool.
+            await release(begun)
             return await self.replay.answer(principal, claim)
-        turn = await self._admit(principal, body, claim, turn_id, opening)
+        turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn,
             self.runner.run(turn, stream_tokens=False),
@@ -98,20 +126,28 @@ class ChatService:
         return ChatResponse.of(done, sources)
 
     async def stream(
-        self, principal: Principal, body: ChatRequest, key: str | None, *, opening: Opening = None
+        self,
+        principal: Principal,
+        body: ChatRequest,
+        key: str | None,
+        *,
+        opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> StartedStream:
         """One turn, as Server-Sent Events (or the first request's, for a retry with `key`).
-        Admission errors raise here, before the stream starts; later ones are `error` events."""
+        Admission errors raise here, before the stream starts; later ones are `error` events.
+        `begun` as for `answer`."""
         turn_id = uuid.uuid4()
-        claim = await self._claim(principal, key, "/chat/stream", body, turn_id)
+        claim = await self._claim(principal, key, "/chat/stream", body, turn_id, begun)
         if claim is not None and not claim.won:
+            await release(begun)
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
             stored = await self.replay.join(principal, claim)
             if stored is not None:
                 return StartedStream(claim.turn_id, stored)
             await self.guards.follows.admit(principal.user_id, claim.turn_id)
             return StartedStream(claim.turn_id, self._follow(principal, claim.turn_id, 0))
-        turn = await self._admit(principal, body, claim, turn_id, opening)
+        turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
         )
@@ -159,7 +195,7 @@ class ChatService:
     async def stop(self, principal: Principal, turn_id: uuid.UUID) -> StopResponse:
         """Stop a running turn wherever it runs (`stopping`), or finish it here when the
         process running it is gone (`stopped`)."""
-        async with self.runner.context.transaction(principal.tenant_id) as db:
+        async with self.transactions(principal.tenant_id) as db:
             turn = await TurnRepository(db, principal.tenant_id).get(turn_id)
         if turn is None or turn.user_id != principal.user_id:
             raise NotFound("Turn not found.")
@@ -191,6 +227,7 @@ class ChatService:
         endpoint: str,
         body: ChatRequest,
         turn_id: uuid.UUID,
+        begun: AsyncSession | None = None,
     ) -> Claim | None:
         """Claimed before anything is written: a retry that loses the claim leaves no row."""
         if key is None:
@@ -200,7 +237,7 @@ class ChatService:
         async def turn_exists(claimed: uuid.UUID) -> bool:
             # A stored answer is replayed only while its turn exists (not after the session's
             # deletion or the user's erasure).
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions.continuing(tenant_id, begun, end=False) as db:
                 return await TurnRepository(db, tenant_id).get(claimed) is not None
 
         claim = await self.guards.idempotency.claim(
@@ -208,9 +245,11 @@ class ChatService:
         )
         if claim is None or not claim.won:
             return claim
-        return await self._recall(principal, claim)
+        return await self._recall(principal, claim, begun)
 
-    async def _recall(self, principal: Principal, claim: Claim) -> Claim:
+    async def _recall(
+        self, principal: Principal, claim: Claim, begun: AsyncSession | None = None
+    ) -> Claim:
         """A won claim is a new request unless the database holds a turn recorded under its
         key within the key's lifetime: Redis forgot the key (evicted it, lost it in a restart
         without persistence) and this is a retry of that turn (ADR 0069). A failed turn is not
@@ -218,7 +257,7 @@ class ChatService:
         tenant_id = principal.tenant_id
         store = self.guards.idempotency
         try:
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions.continuing(tenant_id, begun, end=False) as db:
                 turn = await TurnRepository(db, tenant_id).by_idempotency_key(
                     principal.user_id, claim.key, self.settings.idempotency_ttl_seconds
                 )
@@ -241,21 +280,23 @@ class ChatService:
         claim: Claim | None,
         turn_id: uuid.UUID,
         opening: Opening = None,
+        begun: AsyncSession | None = None,
     ) -> PreparedTurn:
         """Rate limits and quotas (before the model is called), then the turn is recorded in
-        the admission's own transaction, committed before the run starts; a refused turn (or
-        any failure here) releases its idempotency claim."""
+        the admission's own transaction (`begun`, the request's, when given), committed
+        before the run starts; a refused turn (or any failure here) releases its
+        idempotency claim."""
         limiter = self.guards.limiter
         tenant_id = principal.tenant_id
         reservation: Reservation | None = None
         try:
-            async with self.runner.context.transaction(tenant_id) as db:
+            async with self.transactions.continuing(tenant_id, begun) as db:
                 limits = await limiter.limits_for(db, tenant_id)
                 # The turn's expected tokens are held from here: given back below if it is
                 # not admitted after all, settled to what it used when its run ends.
                 reservation = await limiter.admit(tenant_id, principal.user_id, limits)
                 # Admitted: embed the question while the turn is recorded (a refusal costs none).
-                prefetch(self.runner.context.embedder, [body.conversation()[-1]["content"]])
+                prefetch(self.embedder, [body.conversation()[-1]["content"]])
                 if opening is not None:
                     await opening(db)
                 # The claim's key and fingerprint go with the turn: whoever finishes it if its

@@ -33,6 +33,7 @@ async def _model_rewrite(ctx: TurnContext, state: TurnState) -> str | None:
     responder = ctx.rewriter or ctx.responder
     if not responder.uses_language_model:
         return None
+    await ctx.end_reads()  # no connection is held while a model answers
     try:
         rewritten = await responder.complete(rewrite_prompt(state["query"], state["history"]))
     except Exception:  # the rules are the fallback, not a failed turn
@@ -48,7 +49,7 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     the query's composition."""
     ctx = runtime.context
     tenant = turn_ids(state).tenant
-    async with ctx.transaction(tenant) as db:
+    async with ctx.reads(tenant) as db:
         has_kb = await ctx.kb_status.has_documents(db, tenant)
     query, history = state["query"], state["history"]
     size = chars_of(text for turn in history for text in (turn["user_query"], turn["answer"]))

@@ -76,7 +76,7 @@ async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session = ids.tenant, ids.session
-    async with ctx.transaction(tenant) as db:
+    async with ctx.reads(tenant) as db:
         snapshot, source = await ctx.history.load(
             db, tenant, session, expected_total=state["finished_turns"]
         )

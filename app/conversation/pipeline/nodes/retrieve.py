@@ -79,7 +79,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         attachments = [uuid.UUID(a) for a in state["active_attachment_ids"]]
         k = ctx.settings.retrieval_k
         if len(queries) == 1:  # no conversation: exactly the single search of before
-            async with ctx.transaction(tenant) as db:
+            async with ctx.reads(tenant) as db:
                 found = await ctx.retriever.search(
                     db, tenant, queries[0].text, attachment_ids=attachments, k=k
                 )
@@ -96,7 +96,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
                 return cited
 
             result = await ctx.retriever.search_queries(
-                lambda: ctx.transaction(tenant),
+                lambda: ctx.reads(tenant),
                 tenant,
                 queries,
                 attachment_ids=attachments,

@@ -52,7 +52,7 @@ async def _faq(
         return "triage_faq: NO FAQS"
     tenant = turn_ids(state).tenant
     [vector] = await ctx.embedder.embed([state["query"]])
-    async with ctx.transaction(tenant) as db:
+    async with ctx.reads(tenant) as db:
         match = await closest_faq(db, tenant, vector)
     if match is None:
         return "triage_faq: NO FAQS"
