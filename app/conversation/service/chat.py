@@ -186,7 +186,7 @@ class ChatService:
         the stream (issue 31: an evicting Redis made 56 of 60 resumes 404). None for a turn
         that is not the caller's or still running (its buffer is the only way to follow it)."""
         tenant_id = principal.tenant_id
-        async with self.runner.context.transaction(tenant_id) as db:
+        async with self.transactions(tenant_id) as db:
             turn = await TurnRepository(db, tenant_id).get(turn_id)
         if turn is None or turn.user_id != principal.user_id or turn.status == "pending":
             return None
