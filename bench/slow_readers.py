@@ -131,10 +131,21 @@ async def _normal(client: httpx.AsyncClient, sessions: list[str]) -> list[float]
     return list(await asyncio.gather(*(_first_token(client, s) for s in sessions)))
 
 
-async def _behind(client: httpx.AsyncClient) -> float:
+async def _metric(client: httpx.AsyncClient, name: str) -> float:
+    """The sum of a counter's series in the server's /metrics."""
     text = (await client.get("/metrics")).text
-    found = re.search(r"^threadline_streams_behind_total\s+(\S+)$", text, re.M)
-    return float(found.group(1)) if found else float("nan")
+    pattern = rf"^{name}(?:{{[^}}]*}})?\s+(\S+)$"
+    return sum(float(value) for value in re.findall(pattern, text, re.M))
+
+
+async def _all_ended(client: httpx.AsyncClient, target: float, seconds: float) -> bool:
+    """Until `target` turns have ended since the server started (bounded in time)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await _metric(client, "threadline_streams_ended_total") >= target:
+            return True
+        await asyncio.sleep(1.0)
+    return False
 
 
 async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> None:
@@ -153,9 +164,11 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
         # Warm the process (imports, pools, the first turn's caches), then the baseline.
         await _normal(client, normal_sessions)
         baseline = await _normal(client, normal_sessions)
-        await asyncio.sleep(2.0)
+        # The normal clients left after their first token: their runs end after the grace.
+        await _all_ended(client, 2 * NORMAL_CLIENTS, 120)
+        ended_before = await _metric(client, "threadline_streams_ended_total")
+        behind_before = await _metric(client, "threadline_streams_behind_total")
         before = rss.now()
-        behind_before = await _behind(client)
 
         stop_sampling, stop_reading = asyncio.Event(), asyncio.Event()
         sampling = asyncio.create_task(_sample(rss, stop_sampling))
@@ -164,10 +177,12 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
             asyncio.create_task(_slow_reader(port, token, s, args, stop_reading))
             for s in slow_sessions
         ]
-        await asyncio.sleep(min(5.0, args.read_seconds / 3))
+        # Every slow client's answer is written (the model is far faster than they read);
+        # they are still reading it: what the server holds for them now is their backlog.
+        generated = await _all_ended(client, ended_before + args.slow, 600)
+        held = rss.now()
         during = await _normal(client, normal_sessions)
-        remaining = args.read_seconds - (time.monotonic() - started)
-        await asyncio.sleep(max(0.0, remaining))
+        await asyncio.sleep(max(0.0, started + args.read_seconds - time.monotonic()))
         at_close = rss.now()
         peak = rss.peak_since(started)
         stop_reading.set()
@@ -179,7 +194,7 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
             after[wait] = rss.now()
         stop_sampling.set()
         await sampling
-        behind = await _behind(client) - behind_before
+        behind = await _metric(client, "threadline_streams_behind_total") - behind_before
 
     n = args.slow
 
@@ -190,17 +205,19 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
         f"\n{n} slow readers of /chat/stream ({args.rate} B/s, SO_RCVBUF {args.rcvbuf}), "
         f"answers of {args.tokens} tokens; one threadline serve process"
     )
-    print(f"  RSS before                 {before / MIB:7.1f} MiB")
-    print(f"  RSS peak while reading     {peak / MIB:7.1f} MiB   {per(peak)}")
-    print(f"  RSS when they closed       {at_close / MIB:7.1f} MiB   {per(at_close)}")
+    print(f"  every answer written while they read: {generated}")
+    print(f"  RSS before                      {before / MIB:7.1f} MiB")
+    print(f"  RSS, answers written, reading   {held / MIB:7.1f} MiB   {per(held)}")
+    print(f"  RSS peak while reading          {peak / MIB:7.1f} MiB   {per(peak)}")
+    print(f"  RSS when they closed            {at_close / MIB:7.1f} MiB   {per(at_close)}")
     for wait, value in after.items():
-        print(f"  RSS {wait:4.0f} s after closing    {value / MIB:7.1f} MiB   {per(value)}")
-    print(f"  streams continued from the buffer (fell behind): {behind:.0f} of {n}")
+        print(f"  RSS {wait:4.0f} s after closing         {value / MIB:7.1f} MiB   {per(value)}")
+    print(f"  readers that fell behind and read the buffer in pages: {behind:.0f} of {n}")
     print(f"  bytes read per slow client: median {statistics.median(read):.0f}")
     print(
         "  first token of a normal client (relative only: a shared machine): "
         f"baseline median {statistics.median(baseline):.2f} s, "
-        f"with the slow readers {statistics.median(during):.2f} s"
+        f"while the slow readers hold their answers {statistics.median(during):.2f} s"
     )
 
 
@@ -238,7 +255,7 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=80)
     parser.add_argument("--tokens", type=int, default=1500)
     parser.add_argument("--interval", type=float, default=0.004)
-    parser.add_argument("--read-seconds", type=float, default=20.0)
+    parser.add_argument("--read-seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=int, default=512, help="bytes a second per slow reader")
     parser.add_argument("--rcvbuf", type=int, default=2048)
     parser.add_argument("--api-port", type=int, default=0, help="0: a free one")

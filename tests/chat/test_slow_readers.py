@@ -11,21 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.conversation.streaming import buffer
 from app.main import create_app
+from app.models import QueryHistory
 from tests.chat.stream_driver import stream_until
-from tests.chat_helpers import Event, parse_sse, use_model
+from tests.chat_helpers import Event, finished_turn, parse_sse, use_model
 from tests.factories import LoggedIn, make_chatter
 from tests.fakes import ScriptedChatModel
+from tests.private_redis import private_redis
 
 pytestmark = pytest.mark.committed
 
@@ -73,9 +78,11 @@ async def _read_slowly(
     headers: dict[str, str],
     body: dict[str, Any] | None,
     pause: float,
+    first_pause: float = 0.0,
 ) -> bytes:
-    """One request through the ASGI app, its response taken `pause` seconds per chunk: the
-    server's `send` waits, as it does on a socket whose reader is slow."""
+    """One request through the ASGI app, its response taken `pause` seconds per chunk (the
+    first `first_pause`): the server's `send` waits, as it does on a socket whose reader is
+    slow."""
     payload = json.dumps(body).encode() if body is not None else b""
     chunks: list[bytes] = []
     finished = asyncio.Event()
@@ -93,7 +100,7 @@ async def _read_slowly(
         if message["type"] == "http.response.start":
             assert message["status"] == 200, message
         if message["type"] == "http.response.body":
-            await asyncio.sleep(pause)
+            await asyncio.sleep(pause if chunks else max(pause, first_pause))
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 finished.set()
@@ -129,12 +136,15 @@ def _answer(events: list[Event]) -> str:
 
 
 async def _chatter(app: FastAPI, db: AsyncSession) -> tuple[str, LoggedIn]:
-    import httpx
+    chat, owner, _tenant = await _chatter_of(app, db)
+    return chat, owner
 
+
+async def _chatter_of(app: FastAPI, db: AsyncSession) -> tuple[str, LoggedIn, uuid.UUID]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t.test") as client:
-        _tenant, _user, chat, owner = await make_chatter(client, db)
-    return str(chat.id), owner
+        tenant, _user, chat, owner = await make_chatter(client, db)
+    return str(chat.id), owner, tenant.id
 
 
 async def test_a_slow_reader_of_a_new_stream_holds_at_most_the_backlog_and_gets_every_event(
@@ -198,3 +208,45 @@ async def test_a_slow_resumed_reader_holds_at_most_the_backlog_and_gets_every_ev
     assert [(int(e.id), e.name, e.data) for e in events if e.id is not None] == expected
     assert _answer(events) == REPLY
     assert events[-1].name == "done"
+
+
+async def test_a_slow_reader_of_a_stream_without_a_buffer_is_told_and_the_answer_is_stored(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    db: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Redis is down: the stream's buffer is given up (after this long) and cannot be followed.
+    monkeypatch.setattr(buffer, "GIVE_UP_SECONDS", 0.2)
+    with private_redis() as server:
+        bound = settings.model_copy(update={"redis_url": server.url})
+        async with _slow_app(bound, sessionmaker) as app:
+            chat, owner, tenant_id = await _chatter_of(app, db)
+            model = ScriptedChatModel(reply=lambda _: REPLY, token_delay=0.002)
+            use_model(app, model)
+            server.stop()
+            backlogs, stop = Backlogs(), asyncio.Event()
+            sampling = asyncio.create_task(_sample(app, backlogs, stop))
+            # The client takes a second over the first bytes: the answer runs far ahead.
+            raw = await _read_slowly(
+                app,
+                "POST",
+                "/chat/stream",
+                owner.headers,
+                {"session_id": chat, "message": "Go"},
+                0.003,
+                first_pause=1.0,
+            )
+            where = QueryHistory.session_id == uuid.UUID(chat)
+            turn = await finished_turn(db, tenant_id, where)
+            stop.set()
+            await sampling
+
+    assert backlogs.local <= BACKLOG, backlogs
+    events, _ = parse_sse(raw.decode())
+    # Told, without an id (nothing after it can be resumed from a missing buffer) ...
+    assert events[-1].name == "error" and events[-1].id is None
+    assert events[-1].data["code"] == "stream_too_slow"
+    # ... and the run was not cut for it: the whole answer is stored for the session.
+    assert turn.status == "complete"
+    assert turn.answer == REPLY
