@@ -1,7 +1,8 @@
-"""What slow readers of `/chat/stream` cost the API process (issue 31, item 10).
+"""What slow readers of `/chat/stream` cost the API process (issue 31, item 10; ADR 0083).
 
-    python -m bench.slow_readers [--slow 80] [--tokens 1500] [--interval 0.004]
-                                 [--read-seconds 20] [--rate 512] [--rcvbuf 2048]
+    python -m bench.slow_readers [--slow 60] [--tokens 1500] [--interval 0.004]
+                                 [--read-seconds 30] [--rate 512] [--rcvbuf 2048]
+                                 [--probe-trim] [--env NAME=VALUE]
 
 One `threadline serve` process on loopback, its own `redis-server`, and the fast fake
 OpenAI-compatible model (bench/fake_openai.py: `--tokens` words, one every `--interval` s),
@@ -9,16 +10,19 @@ on a database of $BENCH_DATABASE_URL (else an embedded PostgreSQL). Then:
 
 1. a few normal clients each time the first token of a turn (the baseline);
 2. `--slow` clients start a turn each on a socket whose receive buffer is `--rcvbuf` bytes and
-   read `--rate` bytes a second, a few bytes at a time, for `--read-seconds`, so the kernel's
-   buffers fill and backpressure reaches the server: the model answers far faster than they
-   read. Meanwhile the normal clients time their first token again;
-3. the slow clients close their sockets; the server's RSS is sampled until 20 s after.
+   read `--rate` bytes a second, a few bytes at a time, so the kernel's buffers fill and
+   backpressure reaches the server: the model answers far faster than they read. Once every
+   one of their answers is written (`threadline_streams_ended_total`), while they still read,
+   the server's RSS is taken and the normal clients time their first token again;
+3. after `--read-seconds` (at least) the slow clients close their sockets abruptly; the RSS
+   is sampled 5 s and 20 s after (and, with `--probe-trim`, once more after gdb has made the
+   server call `malloc_trim(0)`: is what stays the C allocator's free memory?).
 
-Printed: the server's RSS before, at the peak, and 5 s and 20 s after the slow clients
-closed, each as growth per slow client (KiB: a count, meaningful on a shared machine, where
-absolute latencies are not); how many streams the server says fell behind and were continued
-from the Redis buffer (`threadline_streams_behind_total`), and the normal clients' first-token
-times (relative only). Every process here is one this bench started, stopped by its PID.
+Printed: RSS before, with the answers written, at the peak, and after the clients closed, each
+also as growth per slow client (KiB: a count, meaningful on a shared machine, where absolute
+latencies are not); how many readers fell behind and read the Redis buffer in pages
+(`threadline_streams_behind_total`); the normal clients' first-token times (relative only).
+Every process here is one this bench started, stopped by its PID.
 """
 
 from __future__ import annotations
@@ -195,6 +199,7 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
         stop_sampling.set()
         await sampling
         behind = await _metric(client, "threadline_streams_behind_total") - behind_before
+        trimmed = _malloc_trim(rss) if args.probe_trim else None
 
     n = args.slow
 
@@ -212,6 +217,8 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
     print(f"  RSS when they closed            {at_close / MIB:7.1f} MiB   {per(at_close)}")
     for wait, value in after.items():
         print(f"  RSS {wait:4.0f} s after closing         {value / MIB:7.1f} MiB   {per(value)}")
+    if trimmed is not None:
+        print(f"  RSS after malloc_trim(0)        {trimmed / MIB:7.1f} MiB   {per(trimmed)}")
     print(f"  readers that fell behind and read the buffer in pages: {behind:.0f} of {n}")
     print(f"  bytes read per slow client: median {statistics.median(read):.0f}")
     print(
@@ -219,6 +226,24 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
         f"baseline median {statistics.median(baseline):.2f} s, "
         f"while the slow readers hold their answers {statistics.median(during):.2f} s"
     )
+
+
+def _malloc_trim(rss: Rss) -> int | None:
+    """Whether the memory kept after the clients left is the C allocator's free lists: ask
+    the server to `malloc_trim(0)` once, through gdb (a probe, not something the app does),
+    and measure again. None without gdb."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return None
+    subprocess.run(
+        [gdb, "-p", str(rss.process.pid), "-batch", "-ex", "call (int) malloc_trim(0)"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    time.sleep(1.0)
+    return rss.now()
 
 
 def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -262,6 +287,9 @@ def main() -> None:
     parser.add_argument("--model-port", type=int, default=0)
     parser.add_argument("--redis-port", type=int, default=0)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the API")
+    parser.add_argument(
+        "--probe-trim", action="store_true", help="then malloc_trim(0) the server via gdb"
+    )
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the logs here")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="tl-slow-"))
