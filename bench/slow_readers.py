@@ -277,7 +277,7 @@ def _wait_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--slow", type=int, default=80)
+    parser.add_argument("--slow", type=int, default=60)
     parser.add_argument("--tokens", type=int, default=1500)
     parser.add_argument("--interval", type=float, default=0.004)
     parser.add_argument("--read-seconds", type=float, default=30.0)

@@ -1,9 +1,10 @@
 """A new stream's events as its client reads them: from the run's queue, and, once the client
 falls behind, from the run's Redis buffer at the client's own pace (ADR 0083).
 
-The queue of a run holds at most `backlog` events (`run.py`). Before that bound, a client
-that read 512 B/s kept the whole answer in the process (60 such clients, answers of 1,500
-tokens: 3.9 MB each). A client that falls behind goes on from the buffer after the last event
+The queue of a run holds at most `backlog` events (`run.py`). Before that bound, a slow
+client kept the rest of the answer in the process, 440 bytes per token event, once the
+kernel's and the transport's buffers were full. A client that falls behind goes on from the
+buffer after the last event
 it was sent, through the process's one buffer reader (`tail.py`), page by page: the client
 sees one stream, every event once, in order. A run without a buffer (Redis gave up on it)
 cannot be followed so: its slow client's stream ends with `error` `stream_too_slow` (no id),
