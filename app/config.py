@@ -190,6 +190,9 @@ class Settings(BaseSettings):
     """After a disconnect, how long generation waits for a resuming client before stopping."""
     sse_retry_ms: int = Field(default=1000, ge=0)
     """The `retry:` hint sent to EventSource clients (reconnect delay)."""
+    sse_backlog_events: int = Field(default=256, ge=1)
+    """Events a stream's reader may have waiting in this process before it counts as slow
+    and reads on from the stream's Redis buffer, a page at a time (ADR 0083)."""
     sse_follow_max_per_user: int = Field(default=8, ge=1)
     """Streams one user may follow at once in one process (resumes and retries that join a
     running turn); 429 above."""

@@ -31,6 +31,12 @@ TOKENS = Counter(
 )
 STREAMS_STARTED = Counter("threadline_streams_started", "SSE streams started.", ["kind"])
 STREAMS_ACTIVE = Gauge("threadline_streams_active", "SSE streams being sent right now.")
+STREAMS_BEHIND = Counter(
+    "threadline_streams_behind",
+    "Stream readers that fell a backlog behind and went on reading the Redis buffer in pages: "
+    "reader local (a /chat/stream client) or follower (a resumed stream).",
+    ["reader"],
+)
 STREAMS_ENDED = Counter("threadline_streams_ended", "Turns ended, by how.", ["outcome"])
 HISTORY_CACHE = Counter(
     "threadline_history_cache", "History cache look-ups, by result.", ["result"]

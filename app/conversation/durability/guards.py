@@ -35,7 +35,7 @@ class ChatGuards:
         """Build the guards over one Redis handle."""
         buffer = StreamBuffer(redis, settings.sse_buffer_ttl_seconds)
         return cls(
-            streams=StreamHub(redis, buffer),
+            streams=StreamHub(redis, buffer, settings.sse_backlog_events),
             idempotency=IdempotencyStore(
                 redis,
                 settings.idempotency_ttl_seconds,

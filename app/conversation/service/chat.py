@@ -35,8 +35,9 @@ from app.conversation.pipeline.runner import PreparedTurn, TurnRunner
 from app.conversation.repository import TurnRepository
 from app.conversation.service import admission
 from app.conversation.service.admission import Opening
+from app.conversation.streaming.local import event_stream
 from app.conversation.streaming.resume import Settle, check_resumable, resumed_stream
-from app.conversation.streaming.run import Finisher, event_stream
+from app.conversation.streaming.run import Finisher
 from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response

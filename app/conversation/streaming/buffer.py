@@ -72,10 +72,14 @@ class StreamBuffer:
         entries: Any = await self.redis.client.xrevrange(self.events_key(turn_id), count=1)
         return decode_entry(entries[0]) if entries else None
 
-    async def read_after(self, turn_id: uuid.UUID, after: int) -> list[BufferedEvent]:
-        """Events with an id above `after` (one XRANGE; never blocks: waiting for new ones
-        is the tail's job, `app.conversation.streaming.tail`)."""
-        entries: Any = await self.redis.client.xrange(self.events_key(turn_id), min=f"({after}-0")
+    async def read_after(
+        self, turn_id: uuid.UUID, after: int, count: int | None = None
+    ) -> list[BufferedEvent]:
+        """Events with an id above `after`, the first `count` of them when given (one XRANGE;
+        never blocks: waiting for new ones is the tail's job, `streaming/tail.py`)."""
+        entries: Any = await self.redis.client.xrange(
+            self.events_key(turn_id), min=f"({after}-0", count=count
+        )
         return [decode_entry(entry) for entry in entries]
 
 

@@ -33,6 +33,8 @@ STOP, ATTACH = "stop", "attach"
 ANNOUNCE_EVERY_SECONDS = 1.0
 _ANNOUNCED_KEPT = 1000
 _STOP_ATTEMPTS, _STOP_RETRY_SECONDS = 3, 0.6
+BACKLOG_EVENTS = 256
+"""The default of `THREADLINE_SSE_BACKLOG_EVENTS`."""
 
 
 def owner_of(turn: PreparedTurn) -> str:
@@ -49,10 +51,14 @@ def _stop_soon(run: RunHandle) -> None:
 class StreamHub:
     """This process's runs, and the Redis channels that stop or attach to any process's."""
 
-    def __init__(self, redis: RedisHandle, buffer: StreamBuffer) -> None:
+    def __init__(
+        self, redis: RedisHandle, buffer: StreamBuffer, backlog_events: int = BACKLOG_EVENTS
+    ) -> None:
         self.redis = redis
         self.buffer = buffer
-        self.tail = BufferTail(buffer, redis.dedicated_client())
+        self.backlog_events = backlog_events
+        """Events a stream's reader may be behind before it reads the buffer in pages."""
+        self.tail = BufferTail(buffer, redis.dedicated_client(), backlog_events)
         """The one reader that resumed streams of this process wait on."""
         self._announced: dict[uuid.UUID, float] = {}
         self.runs: dict[uuid.UUID, RunHandle] = {}
@@ -82,7 +88,9 @@ class StreamHub:
     ) -> RunHandle:
         """Start a run of `turn` (buffered for resume when `buffered`)."""
         writer = self.buffer.writer(turn.turn_id, owner_of(turn)) if buffered else None
-        run = RunHandle(turn, events, writer, finishers)
+        # A stream's client may fall behind (ADR 0083); `/chat`'s reader is this process.
+        backlog = self.backlog_events if buffered else None
+        run = RunHandle(turn, events, writer, finishers, backlog=backlog, follow=self.tail.follow)
         if writer is not None:
             self._writers.add(writer.task)
             writer.task.add_done_callback(self._writers.discard)

@@ -1,6 +1,12 @@
 """A run's lifecycle: the turn runs in its own task, its events are numbered and read through
 a queue (and written to the stream's buffer), and the run is stopped, detached or left to
-finish when its client goes away."""
+finish when its client goes away.
+
+The queue of a streamed run is bounded (`backlog` events, ADR 0083): the model writes faster
+than a slow client reads, and unbounded, the queue held the whole answer for every slow
+client. A client that falls `backlog` events behind is let go: the queue is emptied and
+`next()` raises `FellBehind`; its stream goes on from the run's buffer (`local.py`).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,17 @@ import asyncio
 import contextvars
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.conversation.pipeline.runner import PreparedTurn
-from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferWriter
-from app.conversation.streaming.sse import HEARTBEAT, format_event, retry_hint
+from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferedEvent, BufferWriter
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
 from app.conversation.turn.manifest import Manifest
 from app.llm.tokens import count_tokens
+from app.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,19 @@ class RunOutcome:
 
 
 Finisher = Callable[[RunOutcome], Awaitable[None]]
+Follow = Callable[[uuid.UUID, int], AsyncIterator[BufferedEvent | None]]
+"""A turn's buffered events after an id, then its live ones (None: a silence): `BufferTail`."""
+
+
+class FellBehind(Exception):
+    """The client reads a run's events slower than they come: its queue was let go."""
+
+
+class _Behind:
+    """The marker left in a queue that was let go."""
+
+
+_BEHIND = _Behind()
 
 
 class RunHandle:
@@ -68,13 +88,23 @@ class RunHandle:
         events: AsyncIterator[TurnEvent],
         writer: BufferWriter | None = None,
         finishers: tuple[Finisher, ...] = (),
+        *,
+        backlog: int | None = None,
+        follow: Follow | None = None,
     ) -> None:
         self.turn = turn
         self.writer = writer
         self.finishers = finishers
+        self.backlog = backlog
+        """Events the queue may hold before its reader counts as behind (None: unbounded,
+        for `/chat`, whose reader is this process)."""
+        self.follow = follow
+        """How a reader that fell behind follows the buffer instead."""
         self.outcome = RunOutcome(turn)
-        self.queue: asyncio.Queue[tuple[int, TurnEvent] | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[int, TurnEvent] | _Behind | None] = asyncio.Queue()
         self.listening = True  # a local client reads the queue
+        self.behind = False  # ... or did, until it fell behind
+        self.let_finish = False  # a slow client was let go: the run finishes without it
         self.stop_requested = False
         self.stop_reason: str | None = None
         self.attached_at = 0.0  # when a remote (resuming) client last said it is there
@@ -115,14 +145,26 @@ class RunHandle:
             outcome.sources = event.data["sources"]
         elif event.name in TERMINAL_EVENTS:
             outcome.terminal = event
-        if self.listening:
-            self.queue.put_nowait((event_id, event))
+        if self.listening and not self.behind:
+            self._offer(event_id, event)
         if self.writer is not None:
             self.writer.append(event_id, event.name, event.data)
         if outcome.terminal is not None:
             # The outcome is complete: quota and idempotency record need not wait for the
             # graph's last checkpoint write.
             self.settled()
+
+    def _offer(self, event_id: int, event: TurnEvent) -> None:
+        if self.backlog is None or self.queue.qsize() < self.backlog:
+            self.queue.put_nowait((event_id, event))
+            return
+        # The client reads slower than the turn is written: free what it has not read; it
+        # goes on from the buffer (or is told it cannot).
+        self.behind = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(_BEHIND)
+        metrics.STREAMS_BEHIND.labels(reader="local").inc()
 
     def _stopped_event(self) -> TurnEvent:
         turn = self.turn
@@ -168,8 +210,12 @@ class RunHandle:
         return self.task.done() or self.outcome.terminal is not None
 
     async def next(self, wait_seconds: float | None = None) -> tuple[int, TurnEvent] | None:
-        """The next (id, event); None at the end. TimeoutError after `wait_seconds` of silence."""
-        return await asyncio.wait_for(self.queue.get(), wait_seconds)
+        """The next (id, event); None at the end. TimeoutError after `wait_seconds` of silence;
+        `FellBehind` once the reader is `backlog` events behind."""
+        item = await asyncio.wait_for(self.queue.get(), wait_seconds)
+        if isinstance(item, _Behind):
+            raise FellBehind
+        return item
 
     def cancel(self) -> None:
         """Cancel the run (it stores the turn incomplete)."""
@@ -192,7 +238,7 @@ class RunHandle:
         self.listening = False
         while not self.queue.empty():  # nobody will read them: free them now
             self.queue.get_nowait()
-        if self.finished:
+        if self.finished or self.let_finish:
             return
         if grace_seconds <= 0 or self.writer is None or self.writer.failed:
             self.cancel()
@@ -208,24 +254,3 @@ class RunHandle:
                 self.cancel()
                 return
             await asyncio.sleep(remaining)
-
-
-async def event_stream(
-    run: RunHandle, heartbeat_seconds: float, grace_seconds: float, retry_ms: int
-) -> AsyncIterator[bytes]:
-    """Encode the run's events; emit a heartbeat comment after each silent interval; when
-    the response is cancelled (the client went away), detach from the run."""
-    try:
-        yield retry_hint(retry_ms)
-        while True:
-            try:
-                item = await run.next(heartbeat_seconds)
-            except TimeoutError:
-                yield HEARTBEAT
-                continue
-            if item is None:
-                break
-            event_id, event = item
-            yield format_event(event_id, event.name, event.data)
-    finally:
-        run.detach(grace_seconds)

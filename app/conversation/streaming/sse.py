@@ -23,3 +23,10 @@ def format_event(event_id: int, name: str, data: dict[str, Any]) -> bytes:
 def retry_hint(milliseconds: int) -> bytes:
     """The `retry:` field: how long a disconnected client waits before resuming."""
     return f"retry: {milliseconds}\n\n".encode()
+
+
+def error_event(code: str, message: str) -> bytes:
+    """An `error` event without an `id:`: a client resuming from its Last-Event-ID misses
+    nothing."""
+    payload = json.dumps({"code": code, "message": message}, separators=(",", ":"))
+    return f"event: error\ndata: {payload}\n\n".encode()

@@ -13,6 +13,13 @@ A follower registers before it reads the backlog, so nothing falls between the t
 event the tail reads later than the backlog reaches the queue, and one it read earlier is in
 the backlog; the follower skips what it has already sent. A Redis error reaches every
 follower, which ends its stream with `resume_unavailable` (the client resumes again).
+
+A follower holds at most `backlog` events (ADR 0083). The tail hands events to every follower
+as it reads them, whatever their pace; one whose client reads slower than the turn is written
+would queue the whole answer. So a follower that would go past `backlog` is dropped from the
+live read, its queue emptied, and told so: it reads on from the buffer in pages of
+`PAGE_EVENTS` (one XRANGE each, at its client's pace) and joins the live read again once a page
+comes back short. Exactly once, in order: it skips every id it has already sent.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from app.conversation.streaming.buffer import BufferedEvent, StreamBuffer, decode_entry
+from app.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +42,29 @@ BLOCK_MS = 200
 follower reports a silence (for heartbeats) no later than `SILENCE_SECONDS`."""
 SILENCE_SECONDS = 0.5
 _ERROR_PAUSE_SECONDS = 0.5
+PAGE_EVENTS = 128
+"""Events read from the buffer at a time by a follower catching up (its backlog, or after it
+fell behind): what one slow follower holds beside its queue."""
 
-Item = BufferedEvent | BaseException
+
+class _Behind:
+    """The marker a follower finds when it fell behind and was dropped from the live read."""
+
+
+BEHIND = _Behind()
+
+Item = BufferedEvent | BaseException | _Behind
 
 
 class BufferTail:
     """This process's one blocking reader of the followed stream buffers."""
 
-    def __init__(self, buffer: StreamBuffer, reader: Redis) -> None:
+    def __init__(self, buffer: StreamBuffer, reader: Redis, backlog: int) -> None:
         self.buffer = buffer
         self.reader = reader
         """A client with a connection of its own (never the shared pool's)."""
+        self.backlog = backlog
+        """Events a follower may have queued before it is dropped to reading pages."""
         self._followers: dict[uuid.UUID, set[asyncio.Queue[Item]]] = {}
         self._cursors: dict[uuid.UUID, int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -56,28 +76,44 @@ class BufferTail:
     async def follow(self, turn_id: uuid.UUID, after: int) -> AsyncIterator[BufferedEvent | None]:
         """Every event after `after`, then the live ones as they arrive; None marks a silence
         of `SILENCE_SECONDS` (so the caller can send heartbeats and check for an end)."""
-        # Unbounded: a turn's events are bounded by its answer's length, and a slow client
-        # holds its own queue only.
-        queue: asyncio.Queue[Item] = asyncio.Queue()
-        self._register(turn_id, queue, after)
-        try:
-            sent = after
-            for event in await self.buffer.read_after(turn_id, after):
-                sent = event.event_id
-                yield event
+        sent = after
+        while True:
+            # Catch up page by page, at the client's pace, before joining the live read.
             while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), SILENCE_SECONDS)
-                except TimeoutError:
-                    yield None
-                    continue
-                if isinstance(item, BaseException):
-                    raise item
-                if item.event_id > sent:
-                    sent = item.event_id
-                    yield item
-        finally:
-            self._unregister(turn_id, queue)
+                page = await self.buffer.read_after(turn_id, sent, PAGE_EVENTS)
+                for event in page:
+                    sent = event.event_id
+                    yield event
+                if len(page) < PAGE_EVENTS:
+                    break
+            queue: asyncio.Queue[Item] = asyncio.Queue()
+            self._register(turn_id, queue, sent)
+            try:
+                # Registered before this read: an event written since the last page is in
+                # it or reaches the queue (or both: ids already sent are skipped).
+                page = await self.buffer.read_after(turn_id, sent, PAGE_EVENTS)
+                for event in page:
+                    if event.event_id > sent:
+                        sent = event.event_id
+                        yield event
+                if len(page) == PAGE_EVENTS:
+                    continue  # more came meanwhile than a page: read on from the buffer
+                while True:
+                    try:
+                        item = await asyncio.wait_for(queue.get(), SILENCE_SECONDS)
+                    except TimeoutError:
+                        yield None
+                        continue
+                    if isinstance(item, _Behind):
+                        break
+                    if isinstance(item, BaseException):
+                        raise item
+                    if item.event_id > sent:
+                        sent = item.event_id
+                        yield item
+            finally:
+                self._unregister(turn_id, queue)
+            # It fell behind and was dropped from the live read: read on from the buffer.
 
     def _register(self, turn_id: uuid.UUID, queue: asyncio.Queue[Item], after: int) -> None:
         queues = self._followers.setdefault(turn_id, set())
@@ -122,14 +158,20 @@ class BufferTail:
         if not queues or not events:
             return
         self._cursors[turn_id] = max(self._cursors.get(turn_id, 0), events[-1].event_id)
-        for queue in queues:
+        for queue in list(queues):
+            if queue.qsize() + len(events) > self.backlog:
+                # Its client reads slower than the turn is written: it reads pages instead.
+                _replace_contents(queue, BEHIND)
+                self._unregister(turn_id, queue)
+                metrics.STREAMS_BEHIND.labels(reader="follower").inc()
+                continue
             for event in events:
                 queue.put_nowait(event)
 
     def _fail_all(self, exc: BaseException) -> None:
         for queues in self._followers.values():
             for queue in queues:
-                queue.put_nowait(exc)
+                _replace_contents(queue, exc)  # what it held will not be sent
 
     async def close(self) -> None:
         """Stop reading and close the reader's connection."""
@@ -139,3 +181,10 @@ class BufferTail:
             await asyncio.wait([task], timeout=2.0)
         if self.reader is not self.buffer.redis.client:
             await self.reader.aclose()
+
+
+def _replace_contents(queue: asyncio.Queue[Item], item: Item) -> None:
+    """Empty `queue` (freeing what it held) and leave `item` alone in it."""
+    while not queue.empty():
+        queue.get_nowait()
+    queue.put_nowait(item)
