@@ -25,6 +25,7 @@ from app.core.middleware import (
 )
 from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
+from app.feedback.endpoints import router as feedback_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         users_router,
         sessions_router,
         chat_router,
+        feedback_router,
         attachments_router,
         knowledge_router,
         faqs_router,

@@ -16,6 +16,7 @@ from app.models.refresh_token_family import RefreshTokenFamily
 from app.models.refresh_token_use import RefreshTokenUse
 from app.models.session_attachment import SessionAttachment
 from app.models.tenant import Tenant
+from app.models.turn_feedback import TurnFeedback
 from app.models.user import User
 
 # Tables whose every row belongs to one tenant: row-level security is enabled and forced on
@@ -37,6 +38,7 @@ TENANT_OWNED_TABLES = (
     "kb_corpus_stats",
     "kb_term_postings",
     "faqs",
+    "turn_feedback",
 )
 
 __all__ = [
@@ -59,5 +61,6 @@ __all__ = [
     "RefreshTokenUse",
     "SessionAttachment",
     "Tenant",
+    "TurnFeedback",
     "User",
 ]
