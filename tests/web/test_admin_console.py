@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 from playwright.async_api import Page, expect
 
 from tests.web.conftest import NARROW, WIDE, World, api_login, screenshot, sign_in
@@ -51,14 +53,34 @@ async def test_the_role_select_on_the_users_page_is_not_clipped(page: Page, worl
     await screenshot(page, "admin-users-roles")
 
 
+async def _remove_documents(world: World, filenames: set[str]) -> None:
+    """Take this test's documents out of the shared knowledge base again: later tests read
+    what it covers (the new chat's overview) and what it answers."""
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        listed = await client.get("/kb/documents", params={"limit": 100}, headers=headers)
+        for document in listed.json()["items"]:
+            if document["filename"] in filenames:
+                await client.delete(f"/kb/documents/{document['id']}", headers=headers)
+
+
+@pytest.fixture
+async def uploaded(world: World) -> AsyncIterator[set[str]]:
+    """The file names a test uploads; their documents are deleted after it."""
+    names: set[str] = set()
+    yield names
+    await _remove_documents(world, names)
+
+
 async def test_many_files_upload_at_once_each_with_its_progress_and_outcome(
-    page: Page, world: World, tmp_path: Path
+    page: Page, world: World, tmp_path: Path, uploaded: set[str]
 ) -> None:
     files = {
         "returns.md": b"# Returns\n\nGoods come back within 30 days of delivery.",
         "shipping.txt": b"Shipping takes three to five working days.",
         "picture.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01",
     }
+    uploaded.update({*files, "dropped.md"})
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     await sign_in(page, world, world.admin_email)
