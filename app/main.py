@@ -25,7 +25,9 @@ from app.core.middleware import (
 )
 from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
+from app.feedback.endpoints import router as feedback_router
 from app.guardrails.endpoints import router as guardrails_router
+from app.kb_inspect.endpoints import router as kb_inspect_router
 from app.knowledge.endpoints import router as knowledge_router
 from app.lifespan import lifespan
 from app.mcp_server.server import install_mcp
@@ -81,8 +83,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         users_router,
         sessions_router,
         chat_router,
+        feedback_router,
         attachments_router,
         knowledge_router,
+        kb_inspect_router,
         faqs_router,
         guardrails_router,
         privacy_router,

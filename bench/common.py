@@ -108,8 +108,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_server(env: dict[str, str], app: str = "bench.bench_app:factory") -> Iterator[str]:
-    port = free_port()
+def uvicorn_server(
+    env: dict[str, str],
+    app: str = "bench.bench_app:factory",
+    cwd: Path = ROOT,
+    port: int | None = None,
+) -> Iterator[str]:
+    """A uvicorn process serving `app` from the code at `cwd` (another checkout: a baseline)
+    on `port` (a free one by default); its base URL once it answers /readyz."""
+    port = port or free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -123,7 +130,7 @@ def uvicorn_server(env: dict[str, str], app: str = "bench.bench_app:factory") ->
             "warning",
             "--no-access-log",
         ],
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115

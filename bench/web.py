@@ -1,9 +1,12 @@
 """The web app in Debian's chromium: first load of the chat page and a long streamed answer.
 
-    python -m bench.web [--tokens 2000] [--rate 100]
+    python -m bench.web [--tokens 2000] [--rate 100] [--baseline-ref REF | --no-baseline]
 
 One `threadline serve`-like uvicorn process on a fresh embedded PostgreSQL, the fake model of
-bench/fake_openai.py on loopback. Prints:
+bench/fake_openai.py on loopback. The same run measures two builds: first, as the baseline,
+today's code (`--baseline-ref`, by default where this branch left `main`, exported with
+`git archive` and migrated by its own migrations on its own database), then this checkout;
+the browser and the measuring code are this checkout's for both. Prints, for each:
 
 - first load of the chat page for a signed-in user (a fresh browser context holding only the
   refresh cookie, so nothing is cached): requests, bytes on the wire (bodies as sent and
@@ -20,16 +23,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Browser, async_playwright
 
-from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _prepare, _redis_url
+from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _redis_url
 from bench.common import ROOT, bench_database, free_port, uvicorn_server
 from bench.fake_openai import answer_words
 
@@ -111,6 +119,7 @@ async def _long_answer(browser: Browser, base: str, state: Any, tokens: int) -> 
 
 
 async def _run(base: str, tokens: int) -> None:
+    """Both measurements against the server at `base`."""
     executable = os.environ.get("THREADLINE_TEST_CHROMIUM") or shutil.which("chromium")
     if not executable:
         sys.exit("chromium is missing: apt-get install chromium")
@@ -122,11 +131,87 @@ async def _run(base: str, tokens: int) -> None:
         await browser.close()
 
 
+@contextlib.contextmanager
+def _checkout(ref: str | None) -> Iterator[Path]:
+    """This checkout, or `ref` exported into a temporary directory."""
+    if ref is None:
+        yield ROOT
+        return
+    target = Path(tempfile.mkdtemp(prefix="tl-web-baseline-"))
+    try:
+        archive = subprocess.run(
+            [shutil.which("git") or "git", "archive", "--format=tar", ref],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+        yield target
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _build(label: str, code: Path, model_port: int, tokens: int, redis_url: str | None) -> None:
+    """Serve the code at `code` on a database of its own (migrated by its own migrations) and
+    measure it."""
+    print(f"\n== {label} ==", flush=True)
+    with bench_database() as owner_url:
+        # The schema and the bench user are made by the build's own code.
+        subprocess.run(
+            [sys.executable, "-c", _PREPARE, owner_url], cwd=code, check=True, env=_env(code)
+        )
+        env = {
+            "DATABASE_URL": owner_url,
+            "THREADLINE_JWT_SECRET": JWT_SECRET,
+            "THREADLINE_LOG_LEVEL": "WARNING",
+            "THREADLINE_LLM": "openai-compatible",
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
+            "OPENAI_API_KEY": "fake",
+            "THREADLINE_AGENT_TOOLS": "false",
+            "THREADLINE_LLM_MAX_TOKENS": str(tokens + 100),
+            "THREADLINE_LLM_TIMEOUT_SECONDS": "600",
+            **UNLIMITED,
+            **({"REDIS_URL": redis_url} if redis_url else {}),
+            **_env(code),
+        }
+        with uvicorn_server(env, app="app.main:app_factory", cwd=code) as base:
+            asyncio.run(_run(base, tokens))
+
+
+# Run in the build's directory: its `bench.chat_overhead._prepare` with its own `app`.
+_PREPARE = (
+    "import asyncio, sys; from bench.chat_overhead import _prepare; "
+    "asyncio.run(_prepare(sys.argv[1]))"
+)
+
+
+def _env(code: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(code)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second")
+    parser.add_argument(
+        "--baseline-ref",
+        default=None,
+        help="git ref of today's code (default: where this branch left main)",
+    )
+    parser.add_argument("--no-baseline", action="store_true")
     args = parser.parse_args()
+    if args.baseline_ref is None:
+        args.baseline_ref = subprocess.run(
+            [shutil.which("git") or "git", "merge-base", "HEAD", "main"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()[:12]
+    builds: list[tuple[str, str | None]] = [("this build", None)]
+    if not args.no_baseline:
+        builds.insert(0, (f"baseline {args.baseline_ref}", args.baseline_ref))
     model_port = free_port()
     model = subprocess.Popen(
         [
@@ -144,23 +229,9 @@ def main() -> None:
     )
     redis_url = _redis_url()
     try:
-        with bench_database() as owner_url:
-            asyncio.run(_prepare(owner_url))
-            env = {
-                "DATABASE_URL": owner_url,
-                "THREADLINE_JWT_SECRET": JWT_SECRET,
-                "THREADLINE_LOG_LEVEL": "WARNING",
-                "THREADLINE_LLM": "openai-compatible",
-                "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
-                "OPENAI_API_KEY": "fake",
-                "THREADLINE_AGENT_TOOLS": "false",
-                "THREADLINE_LLM_MAX_TOKENS": str(args.tokens + 100),
-                "THREADLINE_LLM_TIMEOUT_SECONDS": "600",
-                **UNLIMITED,
-                **({"REDIS_URL": redis_url} if redis_url else {}),
-            }
-            with uvicorn_server(env, app="app.main:app_factory") as base:
-                asyncio.run(_run(base, args.tokens))
+        for label, ref in builds:
+            with _checkout(ref) as code:
+                _build(label, code, model_port, args.tokens, redis_url)
     finally:
         model.terminate()
         model.wait(timeout=10)

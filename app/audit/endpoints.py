@@ -40,6 +40,10 @@ async def list_turns(
     min_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     truncated: bool | None = None,
+    feedback: Annotated[
+        turns.FeedbackFilter | None,
+        Query(description="Turns whose user gave this thumb; `any`: either"),
+    ] = None,
     limit: Limit = 50,
     cursor: CursorParam = None,
 ) -> AuditTurnPage:
@@ -53,6 +57,7 @@ async def list_turns(
         min_quality=min_quality,
         max_quality=max_quality,
         truncated=truncated,
+        feedback=feedback,
     )
     return await service.list_turns(db, admin, filters, limit=limit, cursor=cursor)
 

@@ -7,6 +7,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from app.conversation.turn.manifest import Manifest
+from app.feedback.schemas import FeedbackValue
+
+
+class AuditFeedback(BaseModel):
+    """The thumb the turn's user gave it, and their comment."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    value: FeedbackValue
+    comment: str | None
+    updated_at: datetime
 
 
 class AuditTurn(BaseModel):
@@ -22,6 +33,8 @@ class AuditTurn(BaseModel):
     query_composition: str | None
     context_metadata: Manifest
     """The turn's manifest as stored, the admin audit's part included."""
+    feedback: AuditFeedback | None = None
+    """The user's thumb on the answer (POST /chat/{turn_id}/feedback); None: none given."""
 
 
 class AuditTurnPage(BaseModel):

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.audit.log import record
 from app.audit.repository import AuditLogRepository
 from app.audit.schemas import (
+    AuditFeedback,
     AuditLogEntry,
     AuditLogPage,
     AuditTurn,
@@ -23,10 +24,11 @@ from app.conversation.turn.filters import TurnFilters
 from app.conversation.turn.manifest import Manifest
 from app.core.errors import BadRequest, NotFound
 from app.core.pagination import ENTRY_CURSOR_FORM, Cursor, split_page
-from app.models import QueryHistory
+from app.feedback.repository import FeedbackRepository
+from app.models import QueryHistory, TurnFeedback
 
 
-def _summary(turn: QueryHistory) -> AuditTurn:
+def _summary(turn: QueryHistory, feedback: TurnFeedback | None) -> AuditTurn:
     return AuditTurn(
         turn_id=turn.id,
         session_id=turn.session_id,
@@ -35,6 +37,7 @@ def _summary(turn: QueryHistory) -> AuditTurn:
         status=turn.status,
         query_composition=turn.query_composition,
         context_metadata=Manifest.read(turn.context_metadata, turn.manifest_version),
+        feedback=AuditFeedback.model_validate(feedback) if feedback is not None else None,
     )
 
 
@@ -69,7 +72,10 @@ async def list_turns(
                 "users": [str(target)] if target is not None else [],
             },
         )
-    return AuditTurnPage(items=[_summary(t) for t in items], next_cursor=next_cursor)
+    feedback = await FeedbackRepository(db, admin.tenant_id).of_turns([t.id for t in items])
+    return AuditTurnPage(
+        items=[_summary(t, feedback.get(t.id)) for t in items], next_cursor=next_cursor
+    )
 
 
 async def read_turn(db: AsyncSession, admin: Principal, turn_id: uuid.UUID) -> AuditTurnRecord:
@@ -80,8 +86,9 @@ async def read_turn(db: AsyncSession, admin: Principal, turn_id: uuid.UUID) -> A
     await record(
         db, admin, "audit.turn.read", target_user_id=turn.user_id, resource=f"turns/{turn.id}"
     )
+    feedback = await FeedbackRepository(db, admin.tenant_id).of_turns([turn.id])
     return AuditTurnRecord(
-        **dict(_summary(turn)),
+        **dict(_summary(turn, feedback.get(turn.id))),
         user_query=turn.user_query,
         answer=turn.answer,
         attachment_ids=turn.attachment_ids,

@@ -4,7 +4,7 @@ import json
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -23,6 +23,7 @@ from app.auth.schemas import (
 )
 from app.core.deps import DbSession, RedisDep, SessionmakerDep, SettingsDep
 from app.core.errors import BadRequest, error_responses
+from app.core.pagination import CURSOR_FORM, cursor_schema
 
 router = APIRouter(tags=["auth"])
 admin_router = APIRouter(prefix="/admin", tags=["admin"])
@@ -167,10 +168,42 @@ async def create_api_key(
     )
 
 
-@admin_router.get("/api-keys", response_model=list[ApiKeyInfo])
-async def list_api_keys(admin: AdminPrincipal, db: DbSession) -> list[ApiKeyInfo]:
-    """The tenant's API keys, newest first (admins only)."""
-    keys = await service.list_api_keys(db, admin)
+_NEXT_PAGE = {
+    "Link": {
+        "description": 'With `limit`, when more keys follow: `<…?limit=N&cursor=C>; rel="next"`',
+        "schema": {"type": "string"},
+    }
+}
+
+
+@admin_router.get(
+    "/api-keys",
+    response_model=list[ApiKeyInfo],
+    responses={200: {"headers": _NEXT_PAGE}, **error_responses(400)},
+)
+async def list_api_keys(
+    admin: AdminPrincipal,
+    db: DbSession,
+    response: Response,
+    limit: Annotated[
+        int | None, Query(ge=1, le=100, description="Page size; without it, every key")
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, json_schema_extra=cursor_schema(CURSOR_FORM, "from `Link`")),
+    ] = None,
+) -> list[ApiKeyInfo]:
+    """The tenant's API keys, newest first (admins only). With `limit`, one page: the next
+    is named by the `Link` header (`rel="next"`), so the body stays the list it always was."""
+    if limit is None and not cursor:
+        keys = await service.list_api_keys(db, admin)
+    else:
+        size = limit or 100
+        keys, next_cursor = await service.page_api_keys(db, admin, limit=size, cursor=cursor)
+        if next_cursor:
+            response.headers["Link"] = (
+                f'</admin/api-keys?limit={size}&cursor={next_cursor}>; rel="next"'
+            )
     return [ApiKeyInfo.model_validate(key) for key in keys]
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import API_KEY_HASH, LOGIN_EMAIL, lookup_scope
+from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
 from app.models import (
     ApiKey,
@@ -110,6 +111,10 @@ class ApiKeyRepository(TenantRepository[ApiKey]):
     """The tenant's API keys."""
 
     model = ApiKey
+
+    async def page(self, *, limit: int, after: Cursor | None) -> list[ApiKey]:
+        """Up to `limit + 1` of the tenant's keys, newest first, after `after`."""
+        return await self.keyset_page(self.scoped(), limit=limit, after=after)
 
     async def list(self) -> list[ApiKey]:
         """Every API key of the tenant, newest first."""

@@ -38,6 +38,7 @@ from app.core.errors import (
     Unauthorized,
     UnprocessableEntity,
 )
+from app.core.pagination import Cursor, split_page
 from app.core.redis import RedisHandle
 from app.models import ApiKey, User
 from app.tenants.repository import get_tenant
@@ -275,6 +276,15 @@ async def create_api_key(
 async def list_api_keys(db: AsyncSession, principal: Principal) -> list[ApiKey]:
     """The tenant's API keys, newest first."""
     return await ApiKeyRepository(db, principal.tenant_id).list()
+
+
+async def page_api_keys(
+    db: AsyncSession, principal: Principal, *, limit: int, cursor: str | None
+) -> tuple[list[ApiKey], str | None]:
+    """A page of the tenant's API keys, newest first, and the next page's cursor."""
+    after = Cursor.decode(cursor) if cursor else None
+    rows = await ApiKeyRepository(db, principal.tenant_id).page(limit=limit, after=after)
+    return split_page(rows, limit)
 
 
 async def revoke_api_key(db: AsyncSession, principal: Principal, key_id: uuid.UUID) -> None:

@@ -18,6 +18,7 @@ from app.models.session_attachment import SessionAttachment
 from app.models.sso_login_attempt import SsoLoginAttempt
 from app.models.sso_provider import SsoProvider
 from app.models.tenant import Tenant
+from app.models.turn_feedback import TurnFeedback
 from app.models.user import User
 
 # Tables whose every row belongs to one tenant: row-level security is enabled and forced on
@@ -41,6 +42,7 @@ TENANT_OWNED_TABLES = (
     "faqs",
     "sso_providers",
     "sso_login_attempts",
+    "turn_feedback",
 )
 
 __all__ = [
@@ -65,5 +67,6 @@ __all__ = [
     "SsoLoginAttempt",
     "SsoProvider",
     "Tenant",
+    "TurnFeedback",
     "User",
 ]

@@ -28,8 +28,15 @@ class ChatSession(TenantOwned, Timestamped, Base):
     summarized_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     summary_claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     """Set while a background job folds turns into the summary (one job at a time)."""
+    pinned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """When the user pinned it (NULL: not pinned); pinned conversations are listed first."""
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True),
         server_default=func.clock_timestamp(),
         onupdate=func.clock_timestamp(),
     )
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the user pinned it (the API's view of `pinned_at`)."""
+        return self.pinned_at is not None

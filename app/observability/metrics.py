@@ -54,6 +54,11 @@ SUMMARY_JOBS = Counter(
 IDEMPOTENT_REPLAYS = Counter(
     "threadline_idempotent_replays", "Retries answered without a new model call.", ["endpoint"]
 )
+FEEDBACK = Counter(
+    "threadline_feedback",
+    "Thumbs given on answers, by value (up, down); a changed mind counts again.",
+    ["value"],
+)
 IDEMPOTENCY_RECALLED = Counter(
     "threadline_idempotency_recalled",
     "Idempotency-Keys Redis had forgotten (evicted, lost) that a turn's row still held.",

@@ -6,7 +6,7 @@ Nullable without a default, so adding it rewrites no row; a chunk indexed before
 as having no location. Down drops the columns (the locations are lost, nothing else).
 
 Revision ID: 0029
-Revises: 0024
+Revises: 0028
 Create Date: 2026-11-27
 """
 
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0029"
-down_revision: str | None = "0024"
+down_revision: str | None = "0028"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

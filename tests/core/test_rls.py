@@ -23,7 +23,7 @@ async def _populate(db: AsyncSession) -> tuple[uuid.UUID, uuid.UUID]:
         tenant = await make_tenant(db)
         user = await make_user(db, tenant)
         chat = await make_session(db, user)
-        await make_turn(db, chat)
+        turn = await make_turn(db, chat)
         await scope_to_tenant(db, tenant.id)
         params = {
             "t": tenant.id,
@@ -33,6 +33,7 @@ async def _populate(db: AsyncSession) -> tuple[uuid.UUID, uuid.UUID]:
             "a": uuid.uuid4(),
             "f": uuid.uuid4(),
             "st": str(chat.id),
+            "q": turn.id,
         }
         for statement in ROWS_FOR_EVERY_TABLE:
             await db.execute(text(statement), params)
@@ -59,6 +60,7 @@ ROWS_FOR_EVERY_TABLE = [
     "INSERT INTO faqs (tenant_id, id, question, answer, embedding) VALUES (:t, gen_random_uuid(), "
     "'q', 'a', array_fill(0.1::real, ARRAY[(SELECT atttypmod FROM pg_attribute "
     "WHERE attrelid = 'faqs'::regclass AND attname = 'embedding')])::vector)",
+    "INSERT INTO turn_feedback (tenant_id, turn_id, user_id, value) VALUES (:t, :q, :u, 'up')",
     "INSERT INTO checkpoints (thread_id, checkpoint_id, checkpoint) VALUES (:st, 'c1', '{}')",
     "INSERT INTO checkpoint_blobs (thread_id, channel, version, type) "
     "VALUES (:st, 'ch', '1', 'empty')",

@@ -64,6 +64,12 @@ async def make_footprint(
     first = await ask(client, owner, sessions[0], "What is the notice period?", [attachment_id])
     assert first.status_code == 200, first.text
     footprint.turn_ids.append(first.json()["turn_id"])
+    # Feedback on an answer is the user's data too (issue 28, item 3).
+    thumb = {"value": "down", "comment": "It missed the notice clause."}
+    judged = await client.post(
+        f"/chat/{first.json()['turn_id']}/feedback", json=thumb, headers=owner.headers
+    )
+    assert judged.status_code == 200, judged.text
     for chat in sessions:
         response = await ask(client, owner, chat, "hello there")
         assert response.status_code == 200, response.text

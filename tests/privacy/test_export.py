@@ -34,6 +34,7 @@ EXPORTED = {
     "audit_log": ("admin_reads", "audit_actions"),
     "refresh_token_families": ("logins",),
     "kb_documents": ("kb_documents_added",),
+    "turn_feedback": ("feedback",),
 }
 # Rows that name the user but are not personal data of their own: chunks repeat the
 # attachment's exported text, checkpoints repeat exported turns.
@@ -97,6 +98,9 @@ async def test_the_export_holds_every_row_that_references_the_user(
     assert len(export["logins"]) >= 1
     assert {"id", "created_at", "expires_at", "revoked_at"} == set(export["logins"][0])
     assert [d["title"] for d in export["kb_documents_added"]] == ["Handbook by me"]
+    assert [(f["turn_id"], f["value"], f["comment"]) for f in export["feedback"]] == [
+        (me.turn_ids[0], "down", "It missed the notice clause.")
+    ]
 
     naming = await tables_naming(settings, me.ids())
     assert set(naming) <= set(EXPORTED) | DERIVED, "a table holds user data the export misses"

@@ -64,6 +64,10 @@ async def test_every_page_has_no_serious_axe_violation_wide_narrow_light_dark(
     await expect(page.locator(f"{LAST} .edit-question textarea")).to_be_focused()
     await check("chat editing the question")
     await page.keyboard.press("Escape")
+    await page.locator(f"{LAST} .thumb.down").click()
+    await expect(page.locator(f"{LAST} .feedback-comment textarea")).to_be_focused()
+    await check("chat with a thumb and its comment box")
+    await page.keyboard.press("Escape")
     for route in PAGES:
         await page.goto(f"{world.url}/{route}")
         await expect(page.locator("main h1, main h2").first).to_be_visible()

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from app.conversation.turn.manifest import Manifest
 from app.core.json_types import NOT_BLANK
@@ -31,14 +32,33 @@ class CreateSessionRequest(BaseModel):
     _title = field_validator("title")(_clean_title)
 
 
+NewTitle = Annotated[str, Field(max_length=TITLE_MAX, pattern=NOT_BLANK)]
+
+
 class UpdateSessionRequest(BaseModel):
-    """A new title for a chat session."""
+    """A new title for a chat session, pinned or unpinned: at least one of the two."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    title: str = Field(max_length=TITLE_MAX, pattern=NOT_BLANK)
+    # Either may be left out, neither may be null (SkipJsonSchema: the document says so).
+    title: NewTitle | SkipJsonSchema[None] = None
+    pinned: StrictBool | SkipJsonSchema[None] = None
+    """true: listed first, under "Pinned"; false: back among the others."""
 
     _title = field_validator("title")(_clean_title)
+
+    @field_validator("title", "pinned", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must not be null (leave it out instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateSessionRequest:
+        if self.title is None and self.pinned is None:
+            raise ValueError("give a title, pinned, or both")
+        return self
 
 
 class SessionResponse(BaseModel):
@@ -48,6 +68,8 @@ class SessionResponse(BaseModel):
 
     id: uuid.UUID
     title: str
+    pinned: bool = False
+    """Listed first, under "Pinned" (PATCH with `pinned`)."""
     created_at: datetime
     updated_at: datetime
 

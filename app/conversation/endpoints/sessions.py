@@ -56,11 +56,16 @@ async def list_sessions(
     limit: Limit = 20,
     cursor: CursorParam = None,
     q: SearchParam = None,
+    pinned: Annotated[
+        bool | None, Query(description="Only the pinned sessions (true) or the others (false)")
+    ] = None,
 ) -> SessionPage:
-    """The caller's sessions, newest first; with `q`, those whose title or turns contain it."""
+    """The caller's sessions, newest first; with `q`, those whose title or turns contain it;
+    with `pinned`, only the pinned ones or only the others (the web app lists the pinned
+    first, under "Pinned")."""
     text = q.strip() if q else None
     items, next_cursor = await service.list_page(
-        db, principal, limit=limit, cursor=cursor, q=text or None
+        db, principal, limit=limit, cursor=cursor, q=text or None, pinned=pinned
     )
     return SessionPage(
         items=[SessionResponse.model_validate(s) for s in items], next_cursor=next_cursor
@@ -76,14 +81,14 @@ async def read_session(
 
 
 @router.patch("/{session_id}", response_model=SessionResponse)
-async def rename_session(
+async def update_session(
     session_id: uuid.UUID,
     body: UpdateSessionRequest,
     principal: CurrentPrincipal,
     db: DbSession,
 ) -> SessionResponse:
-    """Retitle one of the caller's sessions."""
-    chat = await service.rename(db, principal, session_id, body.title)
+    """Retitle, pin or unpin one of the caller's sessions."""
+    chat = await service.update(db, principal, session_id, title=body.title, pinned=body.pinned)
     return SessionResponse.model_validate(chat)
 
 

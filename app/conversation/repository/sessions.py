@@ -171,11 +171,22 @@ class SessionRepository(TenantRepository[ChatSession]):
         return result.scalar_one_or_none()
 
     async def page(
-        self, user_id: uuid.UUID, *, limit: int, after: Cursor | None, q: str | None = None
+        self,
+        user_id: uuid.UUID,
+        *,
+        limit: int,
+        after: Cursor | None,
+        q: str | None = None,
+        pinned: bool | None = None,
     ) -> list[ChatSession]:
         """One page of the user's sessions, keyset-paginated; with `q`, only those whose
-        title or one of whose turns (question or answer) contains it, case-insensitively."""
+        title or one of whose turns (question or answer) contains it, case-insensitively;
+        with `pinned`, only the pinned ones (True) or only the others (False)."""
         statement = self.scoped().where(ChatSession.user_id == user_id)
+        if pinned is not None:
+            statement = statement.where(
+                ChatSession.pinned_at.is_not(None) if pinned else ChatSession.pinned_at.is_(None)
+            )
         if q:
             pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             in_turns = exists().where(
@@ -238,6 +249,7 @@ def exported_sessions(tenant_id: uuid.UUID, user_id: uuid.UUID) -> Select[*tuple
         ChatSession.title,
         ChatSession.summary,
         ChatSession.summarized_turns,
+        ChatSession.pinned_at,
         ChatSession.created_at,
         ChatSession.updated_at,
     ).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == user_id)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     Boolean,
+    ColumnElement,
     CursorResult,
     Float,
     Integer,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     bindparam,
     column,
     delete,
+    exists,
     func,
     or_,
     select,
@@ -39,7 +41,7 @@ from app.conversation.turn.types import HistoryTurn
 from app.core.pagination import Cursor
 from app.core.process import process_id
 from app.core.repository import TenantRepository
-from app.models import QueryHistory
+from app.models import QueryHistory, TurnFeedback
 
 HISTORY_STATUSES = ("complete", "incomplete")
 
@@ -398,6 +400,8 @@ class TurnRepository(TenantRepository[QueryHistory]):
             statement = statement.where(_quality() <= filters.max_quality)
         if filters.truncated is not None:
             statement = statement.where(_truncated().is_(filters.truncated))
+        if filters.feedback is not None:
+            statement = statement.where(_has_feedback(filters.feedback))
         return statement
 
     async def audit_page(
@@ -501,3 +505,12 @@ def exported_turns(tenant_id: uuid.UUID, user_id: uuid.UUID) -> Select[*tuple[An
         QueryHistory.created_at,
         QueryHistory.completed_at,
     ).where(QueryHistory.tenant_id == tenant_id, QueryHistory.user_id == user_id)
+
+
+def _has_feedback(value: str) -> ColumnElement[bool]:
+    """The turn has feedback of `value` ("any": of either value)."""
+    given = exists().where(
+        TurnFeedback.tenant_id == QueryHistory.tenant_id,
+        TurnFeedback.turn_id == QueryHistory.id,
+    )
+    return given.where(TurnFeedback.value == value) if value != "any" else given

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -46,12 +47,21 @@ async def create(db: AsyncSession, principal: Principal, title: str | None) -> C
     return chat
 
 
-async def rename(
-    db: AsyncSession, principal: Principal, session_id: uuid.UUID, title: str
+async def update(
+    db: AsyncSession,
+    principal: Principal,
+    session_id: uuid.UUID,
+    *,
+    title: str | None = None,
+    pinned: bool | None = None,
 ) -> ChatSession:
-    """Retitle one of the caller's sessions."""
+    """Retitle, pin or unpin one of the caller's sessions (None: left as it is). Pinning a
+    pinned session keeps the time it was first pinned."""
     chat = await get_owned(db, principal, session_id)
-    chat.title = title
+    if title is not None:
+        chat.title = title
+    if pinned is not None and pinned != (chat.pinned_at is not None):
+        chat.pinned_at = datetime.now(UTC) if pinned else None
     await db.flush()
     await db.refresh(chat)
     return chat
@@ -76,11 +86,14 @@ async def list_page(
     limit: int,
     cursor: str | None,
     q: str | None = None,
+    pinned: bool | None = None,
 ) -> tuple[list[ChatSession], str | None]:
     """One page of the caller's sessions (those matching `q` when given: title or the text
-    of a turn) and the cursor of the next."""
+    of a turn; only the pinned or the unpinned ones with `pinned`) and the next's cursor."""
     after = Cursor.decode(cursor) if cursor else None
-    rows = await _repo(db, principal).page(principal.user_id, limit=limit, after=after, q=q)
+    rows = await _repo(db, principal).page(
+        principal.user_id, limit=limit, after=after, q=q, pinned=pinned
+    )
     return split_page(rows, limit)
 
 

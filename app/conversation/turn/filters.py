@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
+FeedbackFilter = Literal["up", "down", "any"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class TurnFilters:
     min_quality: float | None = None
     max_quality: float | None = None
     truncated: bool | None = None
+    feedback: FeedbackFilter | None = None
+    """Turns whose user gave this thumb ("any": either)."""
 
     def as_details(self) -> dict[str, Any]:
         """The filters that were set, JSON-ready, for the audit log."""

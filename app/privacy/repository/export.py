@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversation.repository.sessions import exported_sessions, user_session_ids
 from app.conversation.repository.turns import exported_turns
+from app.feedback.repository import exported_feedback
 from app.models import (
     ApiKey,
     Attachment,
@@ -39,6 +40,7 @@ def sections(
     return [
         ("sessions", exported_sessions(tenant_id, user_id), ("created_at", "id")),
         ("turns", exported_turns(tenant_id, user_id), ("created_at", "id")),
+        ("feedback", exported_feedback(tenant_id, user_id), ("created_at", "turn_id")),
         (
             "attachments",
             select(

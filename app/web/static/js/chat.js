@@ -1,4 +1,4 @@
-// The chat page: the conversation list (sessions.js; rename, delete), the conversation with
+// The chat page: the conversation list (sessions.js; rename, pin, delete), the conversation with
 // streamed answers, Stop (button or Esc), attachments and the side panel. A new chat
 // (`#/new`) is stored by its first message, which also gives it its title.
 
@@ -58,6 +58,7 @@ export async function chatPage(main, sessionId) {
   const toggle = h("button", { type: "button", class: "secondary sidebar-toggle", "aria-controls": "sidebar", "aria-expanded": "false" }, "Conversations");
   const title = h("h1", { class: "conv-title", id: "conv-title" }, "…");
   const rename = h("button", { type: "button", class: "secondary" }, "Rename");
+  const pin = h("button", { type: "button", class: "secondary pin" }, "Pin");
   const remove = h("button", { type: "button", class: "secondary danger" }, "Delete");
   const turns = h("div", { class: "turns", role: "log", "aria-labelledby": "conv-title" });
   const textarea = h("textarea", { id: "message", rows: "2", placeholder: "Ask a question… (Enter sends, Shift+Enter adds a line)", "aria-label": "Message" });
@@ -78,7 +79,7 @@ export async function chatPage(main, sessionId) {
   const conversation = h(
     "section",
     { class: "conversation", "aria-labelledby": "conv-title" },
-    h("header", { class: "conv-head" }, toggle, title, h("div", { class: "conv-actions" }, rename, remove)),
+    h("header", { class: "conv-head" }, toggle, title, h("div", { class: "conv-actions" }, pin, rename, remove)),
     turns,
     h("div", { class: "jump-wrap" }, jump),
     composer,
@@ -120,6 +121,8 @@ export async function chatPage(main, sessionId) {
     document.title = `${title.textContent} — Threadline`;
     rename.hidden = draft;
     remove.hidden = draft;
+    pin.hidden = draft;
+    pin.textContent = state.session?.pinned ? "Unpin" : "Pin";
   }
   const showList = (open) => {
     sidebar.classList.toggle("open", open);
@@ -170,6 +173,18 @@ export async function chatPage(main, sessionId) {
     title.replaceWith(input);
     input.focus();
     input.select();
+  });
+  // Pinned conversations are listed first, under "Pinned".
+  pin.addEventListener("click", async () => {
+    const pinned = !state.session.pinned;
+    try {
+      state.session = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { pinned } });
+      showSession();
+      announce(pinned ? "Conversation pinned." : "Conversation unpinned.");
+      await loadSessions(true);
+    } catch (e) {
+      showFormError(humanError(e));
+    }
   });
   remove.addEventListener("click", async () => {
     if (remove.dataset.confirm !== "1") {
@@ -247,6 +262,8 @@ export async function chatPage(main, sessionId) {
   // button, for the keyboard) loads the page before, kept in place above what was read.
   let olderCursor = null;
   let loadingOlder = null;
+  const feedbackOf = new Map(); // turn id -> the thumb given (GET /sessions/{id}/feedback)
+  const withFeedback = (turn) => Object.assign(turn, { feedback: feedbackOf.get(turn.id) || null });
   const older = h("button", { type: "button", class: "secondary older", hidden: true }, "Load older turns");
   older.addEventListener("click", () => loadOlder());
   turns.addEventListener("scroll", () => {
@@ -260,7 +277,7 @@ export async function chatPage(main, sessionId) {
         const query = new URLSearchParams({ limit: String(TURNS_PAGE), cursor: olderCursor });
         const page = await api(`/sessions/${sessionId}/turns?${query}`);
         const fromEnd = turns.scrollHeight - turns.scrollTop;
-        const views = [...page.items].reverse().map((turn) => turnView(turn).el);
+        const views = [...page.items].reverse().map((turn) => turnView(withFeedback(turn)).el);
         older.after(...views);
         turns.scrollTop = turns.scrollHeight - fromEnd; // the turn read stays where it was
         olderCursor = page.next_cursor;
@@ -432,8 +449,12 @@ export async function chatPage(main, sessionId) {
   textarea.focus();
 
   async function loadTurns() {
-    const page = await api(`/sessions/${sessionId}/turns?limit=${TURNS_PAGE}`);
-    const ordered = [...page.items].reverse();
+    const [page, given] = await Promise.all([
+      api(`/sessions/${sessionId}/turns?limit=${TURNS_PAGE}`),
+      api(`/sessions/${sessionId}/feedback`).catch(() => ({ items: [] })), // thumbs are extra
+    ]);
+    for (const item of given.items) feedbackOf.set(item.turn_id, item);
+    const ordered = [...page.items].reverse().map(withFeedback);
     olderCursor = page.next_cursor;
     older.hidden = !olderCursor;
     turns.append(older);

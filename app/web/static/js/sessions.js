@@ -1,4 +1,5 @@
-// The conversation list: newest first in date groups ("Today", "Yesterday", "Previous 7
+// The conversation list: the pinned ones first, under "Pinned" (`GET /sessions?pinned=true`),
+// then the others newest first in date groups ("Today", "Yesterday", "Previous 7
 // days", "Previous 30 days", then one a month), the next page loaded when its end scrolls
 // into view (or by the "Load more" button, for the keyboard), and a search over titles and
 // the text of turns that the server runs (`GET /sessions?q=`).
@@ -7,6 +8,7 @@ import { api } from "./api.js";
 import { formatDate, h, mount } from "./dom.js";
 
 const PAGE = 20;
+const PINNED_MAX = 100; // one page: pins are a handful
 const SEARCH_DELAY_MS = 250;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -35,8 +37,7 @@ export function sessionList({ currentId, onError }) {
   let group = null; // the last group's label and list
   let timer = null;
 
-  function item(session) {
-    const label = dateGroup(session.created_at);
+  function item(session, label = dateGroup(session.created_at)) {
     if (!group || group.label !== label) {
       const id = `group-${generation}-${list.childElementCount}`;
       group = { label, ul: h("ul", { "aria-labelledby": id }) };
@@ -57,14 +58,18 @@ export function sessionList({ currentId, onError }) {
       return loading || Promise.resolve();
     }
     const mine = generation;
-    const query = new URLSearchParams({ limit: String(PAGE) });
+    const query = new URLSearchParams({ limit: String(PAGE), pinned: "false" });
     if (cursor) query.set("cursor", cursor);
     const q = search.value.trim();
     if (q) query.set("q", q);
-    loading = api(`/sessions?${query}`)
-      .then((page) => {
+    const pinnedQuery = new URLSearchParams({ limit: String(PINNED_MAX), pinned: "true" });
+    if (q) pinnedQuery.set("q", q);
+    const pins = reset ? api(`/sessions?${pinnedQuery}`) : Promise.resolve(null);
+    loading = Promise.all([pins, api(`/sessions?${query}`)])
+      .then(([pinned, page]) => {
         if (mine !== generation) return;
         if (reset) mount(list);
+        for (const session of pinned?.items || []) item(session, "Pinned");
         for (const session of page.items) item(session);
         cursor = page.next_cursor;
         more.hidden = !cursor;

@@ -1,9 +1,11 @@
 // One turn of the conversation on screen: the question, the answer as safe Markdown with
 // numbered citations, its status, and its actions: copy the answer (as Markdown), its
 // sources, how it was built; on the last turn only, regenerate, edit the question and send
-// it again, and continue after Stop (`actions`, given by the chat page, sends each).
+// it again, and continue after Stop (`actions`, given by the chat page, sends each); and
+// thumbs up or down with an optional comment (feedback.js) on every recorded answer.
 
 import { h } from "./dom.js";
+import { feedbackView } from "./feedback.js";
 import { copyText, highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
 import { openBuild, openSources, splitSources } from "./panels.js";
 
@@ -24,6 +26,8 @@ export function turnView(turn, actions = null) {
   const regenerateButton = h("button", { type: "button", class: "link regenerate", hidden: true }, "Regenerate");
   const continueButton = h("button", { type: "button", class: "link continue", hidden: true }, "Continue");
   const editButton = h("button", { type: "button", class: "link edit", hidden: true, "aria-label": "Edit the question" }, "Edit");
+  const feedback = feedbackView(turn);
+  feedback.el.hidden = true;
   const questionText = h("span", { class: "question-text" }, turn.user_query);
   const question = h("div", { class: "question" }, h("span", { class: "sr-only" }, "You asked: "), questionText);
   const el = h(
@@ -37,6 +41,7 @@ export function turnView(turn, actions = null) {
       answer,
       status,
       h("div", { class: "turn-actions" }, sourcesButton, buildButton, copyButton, continueButton, regenerateButton),
+      feedback.el,
     ),
   );
   let pending = null;
@@ -141,6 +146,8 @@ export function turnView(turn, actions = null) {
     buildButton.hidden = !turn.context_metadata || !Object.keys(turn.context_metadata).length;
     const settledTurn = turn.status !== "pending";
     copyButton.hidden = !settledTurn || !turn.answer;
+    // An answer that was recorded (it has an id, and is no longer running) can be judged.
+    feedback.el.hidden = !settledTurn || !turn.id || !turn.answer || turn.status === "failed";
     const mine = Boolean(actions) && last && settledTurn;
     regenerateButton.hidden = !mine;
     editButton.hidden = !mine || Boolean(editing);

@@ -3,6 +3,7 @@
 
 import { api } from "../api.js";
 import { h, mount } from "../dom.js";
+import { thumbIcon } from "../icons.js";
 import { setMarkdown } from "../markdown.js";
 import { frame, pager, statusLine, table, tag, when } from "./common.js";
 
@@ -13,6 +14,13 @@ function field(id, label, input) {
 
 function short(id) {
   return id ? h("code", { title: id }, id.slice(0, 8)) : "—";
+}
+
+/** A turn's feedback as its thumb (and its comment, when there is one), or "—". */
+function thumbOf(feedback) {
+  if (!feedback) return "—";
+  const thumb = h("span", { class: `tag feedback-tag ${feedback.value}` }, thumbIcon(feedback.value), feedback.value === "up" ? "thumbs up" : "thumbs down");
+  return feedback.comment ? [thumb, " ", h("span", { class: "feedback-comment-text" }, feedback.comment)] : thumb;
 }
 
 function isoOf(value) {
@@ -30,8 +38,9 @@ async function turns(main) {
     min_quality: h("input", { type: "number", min: "0", max: "1", step: "0.05" }),
     max_quality: h("input", { type: "number", min: "0", max: "1", step: "0.05" }),
     truncated: h("select", {}, h("option", { value: "" }, "any"), h("option", { value: "true" }, "yes"), h("option", { value: "false" }, "no")),
+    feedback: h("select", {}, h("option", { value: "" }, "—"), h("option", { value: "any" }, "any thumb"), h("option", { value: "up" }, "thumbs up"), h("option", { value: "down" }, "thumbs down")),
   };
-  const labels = { user_id: "User id", session_id: "Session id", since: "Since", until: "Until", composition: "Composition", min_quality: "Min quality", max_quality: "Max quality", truncated: "Truncated" };
+  const labels = { user_id: "User id", session_id: "Session id", since: "Since", until: "Until", composition: "Composition", min_quality: "Min quality", max_quality: "Max quality", truncated: "Truncated", feedback: "Feedback" };
   const form = h("form", { class: "card filters", role: "search", "aria-label": "Filter turns" }, h("div", { class: "row" }, Object.entries(inputs).map(([key, input]) => field(`f-${key}`, labels[key], input)), h("button", { type: "submit", class: "primary" }, "Filter")));
   const list = h("div");
   const query = () => {
@@ -60,6 +69,7 @@ async function turns(main) {
             ["Composition", (t) => t.query_composition || "—"],
             ["Quality", (t) => (typeof t.context_metadata.quality_score === "number" ? t.context_metadata.quality_score.toFixed(2) : "—")],
             ["Truncated", (t) => (t.context_metadata.truncation_applied ? "yes" : "no")],
+            ["Feedback", (t) => thumbOf(t.feedback)],
             ["", (t) => h("a", { href: `#/admin/audit/${t.turn_id}` }, "Open")],
           ],
           items,
@@ -91,6 +101,7 @@ async function oneTurn(main, turnId) {
     ["Tokens", `${turn.prompt_tokens} prompt + ${turn.completion_tokens} completion`],
     ["Latency", turn.latency_ms === null ? "—" : `${turn.latency_ms} ms`],
     ["Attachments", turn.attachment_ids.length ? turn.attachment_ids.join(", ") : "none"],
+    ["Feedback", thumbOf(turn.feedback)],
   ];
   frame(
     main,

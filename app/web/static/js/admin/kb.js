@@ -1,12 +1,16 @@
-// Knowledge base: upload files or text with live status and progress, delete, and search
-// over /kb/search with the scores.
+// Knowledge base: upload many files at once (kb_upload.js) or text, the documents paged
+// with live status and progress, each opening its own view (kb_document.js), delete behind
+// a confirmation, and search over /kb/search with the scores.
 
 import { api } from "../api.js";
 import { h, mount } from "../dom.js";
 import { setMarkdown } from "../markdown.js";
 import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
+import { renderDocument } from "./kb_document.js";
+import { uploadCard } from "./kb_upload.js";
 
-export async function render(main) {
+export async function render(main, key, rest = []) {
+  if (rest.length) return renderDocument(main, rest[0]);
   const status = statusLine();
   const list = h("div");
   let timer = null;
@@ -18,7 +22,7 @@ export async function render(main) {
       list,
       table(
         [
-          ["Title", (d) => d.title],
+          ["Title", (d) => h("a", { href: `#/admin/kb/${d.id}` }, d.title)],
           ["Status", (d) => [tag(d.status), d.status === "failed" && d.error ? h("div", { class: "error" }, d.error) : null]],
           ["Progress", (d) => (d.status === "ready" ? `${d.chunk_count} chunks` : h("progress", { max: "1", value: d.progress || 0 }))],
           ["Added", (d) => when(d.created_at)],
@@ -51,21 +55,13 @@ export async function render(main) {
     }
   }
 
-  const file = h("input", { type: "file", id: "kb-file", accept: ".pdf,.txt,.md,.markdown,.docx,.docm,.pptx,.xlsx,.xlsm,.csv,.html,.htm,.epub,.eml,.json,.odt,text/plain,text/markdown,text/html,text/csv,application/json,application/pdf" });
-  const uploadForm = h("form", { class: "card", "aria-labelledby": "kb-upload" }, h("h2", { id: "kb-upload" }, "Upload a file"), h("label", { for: "kb-file" }, "PDF, plain text or Markdown"), file, h("button", { type: "submit", class: "primary" }, "Upload"));
-  uploadForm.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (!file.files.length) return;
-    const form = new FormData();
-    form.append("file", file.files[0], file.files[0].name);
-    try {
-      const accepted = await api("/kb/documents", { method: "POST", form });
-      status.say(accepted.duplicate ? "That file is already in the knowledge base." : "Uploaded; it is being processed.");
-      file.value = "";
-      await paging.reset();
-    } catch (e) {
-      status.fail(e);
-    }
+  // A finished or added upload refreshes the list, at most once a second.
+  let refresh = null;
+  const uploads = uploadCard(() => {
+    refresh ??= setTimeout(() => {
+      refresh = null;
+      if (main.isConnected) paging.reset();
+    }, 1000);
   });
 
   const title = h("input", { type: "text", id: "kb-title", required: true, maxlength: "300" });
@@ -113,7 +109,7 @@ export async function render(main) {
     }
   });
 
-  frame(main, "Knowledge base", status.el, h("div", { class: "row cards" }, uploadForm, textForm), searchForm, h("section", { class: "card", "aria-labelledby": "kb-docs" }, h("h2", { id: "kb-docs" }, "Documents"), list, paging.el));
+  frame(main, "Knowledge base", status.el, h("div", { class: "row cards" }, uploads.el, textForm), searchForm, h("section", { class: "card", "aria-labelledby": "kb-docs" }, h("h2", { id: "kb-docs" }, "Documents"), list, paging.el));
   await paging.reset();
   return documents;
 }

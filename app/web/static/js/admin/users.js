@@ -2,7 +2,7 @@
 // conversations; change a role, disable or enable, reset a password (shown once), erase
 // behind a typed confirmation; add a user; API keys (shown once, with Copy) and revoking.
 
-import { api } from "../api.js";
+import { api, request, toError } from "../api.js";
 import { h, mount } from "../dom.js";
 import { copyText } from "../markdown.js";
 import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
@@ -153,12 +153,20 @@ export async function render(main) {
 
   // --- API keys --------------------------------------------------------------------------------
   const keys = h("div");
+  const keyPages = pager(pageOfKeys, drawKeys, status);
   const shown = h("div", { role: "status" });
   const keyName = h("input", { type: "text", id: "key-name", required: true, maxlength: "100" });
   const keyRole = roleSelect("key-role");
-  const keyForm = h("form", { class: "card", "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title" }, "API keys"), h("div", { class: "row" }, h("div", {}, h("label", { for: "key-name" }, "Name"), keyName), h("div", {}, h("label", { for: "key-role" }, "Role"), keyRole), h("button", { type: "submit", class: "primary" }, "Create key")), shown, keys);
-  async function loadKeys() {
-    const items = await api("/admin/api-keys");
+  const keyForm = h("form", { class: "card", "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title" }, "API keys"), h("div", { class: "row" }, h("div", {}, h("label", { for: "key-name" }, "Name"), keyName), h("div", {}, h("label", { for: "key-role" }, "Role"), keyRole), h("button", { type: "submit", class: "primary" }, "Create key")), shown, keys, keyPages.el);
+  const loadKeys = () => keyPages.reset();
+  // A page of keys; the next one is named by the response's `Link: <…>; rel="next"`.
+  async function pageOfKeys(cursor) {
+    const response = await request(`/admin/api-keys?limit=10${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    if (!response.ok) throw await toError(response);
+    const next = /cursor=([^&>]+)>;\s*rel="next"/.exec(response.headers.get("Link") || "");
+    return { items: await response.json(), next_cursor: next ? decodeURIComponent(next[1]) : null };
+  }
+  function drawKeys(items) {
     mount(keys, table([["Name", (k) => k.name], ["Prefix", (k) => h("code", {}, k.prefix)], ["Role", (k) => k.role], ["Created", (k) => when(k.created_at)], ["Revoked", (k) => (k.revoked_at ? when(k.revoked_at) : "—")], ["Actions", (k) => (k.revoked_at ? "" : h("button", { type: "button", class: "secondary danger", onclick: () => revoke(k) }, "Revoke"))]], items, "No API keys."));
   }
   async function revoke(key) {

@@ -1,0 +1,35 @@
+"""SQL of the admin's document view: a document's chunks in reading order, by keyset."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import KbChunk, KbDocument
+
+
+class DocumentChunks:
+    """The chunks of the tenant's documents."""
+
+    def __init__(self, db: AsyncSession, tenant_id: uuid.UUID) -> None:
+        self.db = db
+        self.tenant_id = tenant_id
+
+    async def document(self, document_id: uuid.UUID) -> KbDocument | None:
+        """The tenant's document, or None (another tenant's is none)."""
+        statement = select(KbDocument).where(
+            KbDocument.tenant_id == self.tenant_id, KbDocument.id == document_id
+        )
+        return (await self.db.execute(statement)).scalar_one_or_none()
+
+    async def page(self, document_id: uuid.UUID, *, after: int | None, limit: int) -> list[KbChunk]:
+        """Up to `limit + 1` chunks after ordinal `after`, in reading order."""
+        statement = select(KbChunk).where(
+            KbChunk.tenant_id == self.tenant_id, KbChunk.document_id == document_id
+        )
+        if after is not None:
+            statement = statement.where(KbChunk.ordinal > after)
+        statement = statement.order_by(KbChunk.ordinal).limit(limit + 1)
+        return list((await self.db.execute(statement)).scalars())
