@@ -61,6 +61,10 @@ ROWS_FOR_EVERY_TABLE = [
     "'q', 'a', array_fill(0.1::real, ARRAY[(SELECT atttypmod FROM pg_attribute "
     "WHERE attrelid = 'faqs'::regclass AND attname = 'embedding')])::vector)",
     "INSERT INTO turn_feedback (tenant_id, turn_id, user_id, value) VALUES (:t, :q, :u, 'up')",
+    "INSERT INTO sso_providers (tenant_id, display_name, issuer, client_id, "
+    "client_secret_encrypted, allowed_domains) VALUES (:t, 'IdP', 'https://idp', 'c', 's', '{}')",
+    "INSERT INTO sso_login_attempts (tenant_id, state_hash, browser_hash, nonce, code_verifier, "
+    "issuer, expires_at) VALUES (:t, md5(random()::text), 'b', 'n', 'v', 'https://idp', now())",
     "INSERT INTO checkpoints (thread_id, checkpoint_id, checkpoint) VALUES (:st, 'c1', '{}')",
     "INSERT INTO checkpoint_blobs (thread_id, channel, version, type) "
     "VALUES (:st, 'ch', '1', 'empty')",
