@@ -163,7 +163,8 @@ class OrphanFinisher:
             [{**s, "text": s.get("snippet", "")} for s in recovered.sources],
         )
         checked = check_answer(partial, orphan.user_query, sources, self.context.settings)
-        altered = bool(checked.validation["output_guardrail"]["issues"])
+        guardrail = checked.validation.output_guardrail
+        altered = bool(guardrail and guardrail.issues)
         answer = checked.text if altered else partial
         completion = count_tokens(answer)
         latency_ms = int((time.time() - orphan.created_at.timestamp()) * 1000)
@@ -175,7 +176,7 @@ class OrphanFinisher:
             query_composition=recovered.meta.get("query_composition"),
             usage={"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion},
             # no triage record: None
-            context_metadata=Manifest.model_validate({"validation": checked.validation}),
+            context_metadata=Manifest(validation=checked.validation),
             extras=DoneExtras(stopped=True, reason=reason, latency_ms=latency_ms),
         )
 

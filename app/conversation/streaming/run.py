@@ -16,7 +16,6 @@ from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferWriter
 from app.conversation.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
-from app.conversation.turn.manifest import Manifest
 from app.llm.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ class RunOutcome:
         streamed, both counted with the tokenizer."""
         prompt = self.turn.spend.prompt_tokens
         # Without streamed tokens (`/chat`), what the runner kept of the answer.
-        answered = "".join(self.partial) or self.turn.ending.get("answer", "")
+        answered = "".join(self.partial) or self.turn.ending.answer or ""
         completion = count_tokens(answered)
         return {
             "prompt_tokens": prompt,
@@ -128,12 +127,11 @@ class RunHandle:
         turn = self.turn
         # The runner checked the partial answer as it stored it (turn.ending).
         ending = turn.ending
-        stored = ending.get("stored")
-        if isinstance(stored, DoneEvent):
+        stored = ending.stored
+        if stored is not None:
             # The turn was finished before the stop took effect (persist's commit landed as
             # it arrived, or another process finished it): tell what is stored.
             return stored.event()
-        metadata = {k: v for k, v in ending.items() if k in ("triage", "validation", "sources")}
         extras = DoneExtras(stopped=True, turn_ms=round((time.time() - turn.started_at) * 1000, 3))
         if self.stop_reason:
             extras["reason"] = self.stop_reason
@@ -141,10 +139,10 @@ class RunHandle:
             turn_id=turn.turn_id,
             session_id=turn.session_id,
             status="incomplete",
-            answer=ending.get("answer", "".join(self.outcome.partial)),
+            answer="".join(self.outcome.partial) if ending.answer is None else ending.answer,
             query_composition=(self.outcome.meta or {}).get("query_composition"),
             usage=self.outcome.spent(),
-            context_metadata=Manifest.model_validate(metadata),
+            context_metadata=ending.manifest.public(),
             extras=extras,
         ).event()
 

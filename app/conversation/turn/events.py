@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.types import Usage
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class DoneEvent:
     status: str
     answer: str
     query_composition: str | None
-    usage: Mapping[str, int]
+    usage: Usage | Mapping[str, int]
     context_metadata: Manifest
     extras: DoneExtras = field(default_factory=lambda: DoneExtras())
 
