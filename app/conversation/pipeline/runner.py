@@ -42,7 +42,7 @@ from app.conversation.turn.manifest import Manifest, SourcesSection, TimingsSect
 from app.conversation.turn.manifest_records import TurnError
 from app.conversation.turn.schemas import public_source
 from app.conversation.turn.stored import stored_response
-from app.conversation.turn.types import ChatMessage, SourceRef
+from app.conversation.turn.types import ChatMessage, PublicSource, SourceRef, TurnMeta
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
 from app.core.json_types import JsonObject
@@ -125,7 +125,7 @@ class _Progress:
 META_AFTER = frozenset({"retrieve", "build_context"})
 
 
-def public_sources(sources: list[SourceRef], manifest: Manifest) -> list[JsonObject]:
+def public_sources(sources: list[SourceRef], manifest: Manifest) -> list[PublicSource]:
     """The sources as the client sees them: snippets, rounded scores, whether cited."""
     from app.core.text import snippet
 
@@ -242,14 +242,12 @@ class TurnRunner:
         early = node == "triage" and state["triage"]["skip_llm"]
         if (node in META_AFTER or early) and not progress.meta_sent:
             progress.meta_sent = True
-            return TurnEvent(
-                "meta",
-                {
-                    "session_id": str(turn.session_id),
-                    "turn_id": str(turn.turn_id),
-                    "query_composition": state.get("query_composition", "chat"),
-                },
+            meta = TurnMeta(
+                session_id=str(turn.session_id),
+                turn_id=str(turn.turn_id),
+                query_composition=state.get("query_composition", "chat"),
             )
+            return TurnEvent("meta", dict(meta))
         if node in ("validate_output", "answer_early"):
             manifest = Manifest.read(progress.manifest)
             return TurnEvent(

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
 
 from app.auth.principal import Principal
 from app.config import Settings
@@ -33,6 +32,7 @@ from app.conversation.streaming.run import Finisher, event_stream
 from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
+from app.conversation.turn.types import PublicSource
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.embeddings.base import prefetch
 from app.limits.limiter import Reservation
@@ -76,7 +76,7 @@ class ChatService:
             finishers=self._finishers(claim),
         )
         done: DoneEvent | None = None
-        sources: list[dict[str, Any]] = []
+        sources: list[PublicSource] = []
         try:
             while done is None and (item := await run.next()) is not None:
                 _, event = item

@@ -10,12 +10,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferWriter
 from app.conversation.streaming.sse import HEARTBEAT, format_event, retry_hint
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
+from app.conversation.turn.types import PublicSource, TurnMeta, Usage
 from app.llm.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -29,24 +30,22 @@ class RunOutcome:
     """What a run produced, for the work done once it ends (idempotency record, quota)."""
 
     turn: PreparedTurn
-    meta: dict[str, Any] | None = None
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    meta: TurnMeta | None = None
+    sources: list[PublicSource] = field(default_factory=list)
     terminal: TurnEvent | None = None
     partial: list[str] = field(default_factory=list)
     """The streamed answer text, piece by piece."""
 
-    def spent(self) -> dict[str, int]:
+    def spent(self) -> Usage:
         """The usage of a run that did not complete: its prompt (once built) and what it
         streamed, both counted with the tokenizer."""
         prompt = self.turn.spend.prompt_tokens
         # Without streamed tokens (`/chat`), what the runner kept of the answer.
         answered = "".join(self.partial) or self.turn.ending.answer or ""
         completion = count_tokens(answered)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+        return Usage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        )
 
 
 Finisher = Callable[[RunOutcome], Awaitable[None]]
@@ -109,7 +108,7 @@ class RunHandle:
         if event.name == "token":
             outcome.partial.append(event.data["text"])
         elif event.name == "meta":
-            outcome.meta = event.data
+            outcome.meta = cast(TurnMeta, event.data)
         elif event.name == "sources":
             outcome.sources = event.data["sources"]
         elif event.name in TERMINAL_EVENTS:
@@ -140,7 +139,7 @@ class RunHandle:
             session_id=turn.session_id,
             status="incomplete",
             answer="".join(self.outcome.partial) if ending.answer is None else ending.answer,
-            query_composition=(self.outcome.meta or {}).get("query_composition"),
+            query_composition=self.outcome.meta["query_composition"] if self.outcome.meta else None,
             usage=self.outcome.spent(),
             context_metadata=ending.manifest.public(),
             extras=extras,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from app.conversation.turn.manifest import Manifest
-from app.conversation.turn.types import Usage
+from app.conversation.turn.types import PublicSource, Usage
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class DoneExtras(TypedDict, total=False):
     reason: str
     node_ms: dict[str, float]
     turn_ms: float
-    sources: list[dict[str, Any]]
+    sources: list[PublicSource]
     """A replayed answer carries its sources in `done` too."""
 
 

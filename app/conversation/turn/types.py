@@ -11,7 +11,15 @@ from typing import Literal, NotRequired, TypedDict
 
 from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 
-__all__ = ["ChatMessage", "HistoryTurn", "PassageData", "SourceRef", "Usage"]
+__all__ = [
+    "ChatMessage",
+    "HistoryTurn",
+    "PassageData",
+    "PublicSource",
+    "SourceRef",
+    "TurnMeta",
+    "Usage",
+]
 
 
 class PassageData(TypedDict):
@@ -23,6 +31,27 @@ class PassageData(TypedDict):
     title: str
     text: str
     score: float
+
+
+class PublicSource(TypedDict):
+    """A source as the client sees it (`SourceOut`): a snippet, not the passage."""
+
+    n: int
+    id: str
+    kind: Literal["kb", "attachment", "faq"]
+    source_id: str
+    title: str
+    score: float
+    snippet: str
+    cited: bool
+
+
+class TurnMeta(TypedDict):
+    """The `meta` event's data: the turn, and the composition it was read as."""
+
+    session_id: str
+    turn_id: str
+    query_composition: str
 
 
 class Usage(TypedDict):
