@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
+
+from app.core.json_types import JsonObject
 
 Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
 
@@ -23,7 +25,7 @@ class TurnFilters:
     max_quality: float | None = None
     truncated: bool | None = None
 
-    def as_details(self) -> dict[str, Any]:
+    def as_details(self) -> JsonObject:
         """The filters that were set, JSON-ready, for the audit log."""
         return {
             name: value.isoformat()
