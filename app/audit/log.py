@@ -8,12 +8,12 @@ and SELECT `audit_log` (migration 0005): entries cannot be changed or removed by
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.repository import AuditLogRepository
 from app.auth.principal import Principal
+from app.core.json_types import JsonObject
 from app.models import AuditLog
 
 
@@ -24,7 +24,7 @@ async def record(
     *,
     target_user_id: uuid.UUID | None = None,
     resource: str | None = None,
-    details: dict[str, Any] | None = None,
+    details: JsonObject | None = None,
 ) -> None:
     """Log that `actor` did `action` (to `target_user_id`'s data, on `resource`)."""
     await AuditLogRepository(db, actor.tenant_id).add(

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from app.conversation.turn.manifest import Manifest
+from app.core.json_types import JsonObject
 from app.feedback.schemas import FeedbackValue
 
 
@@ -67,7 +67,7 @@ class AuditLogEntry(BaseModel):
     action: str
     target_user_id: uuid.UUID | None
     resource: str | None
-    details: dict[str, Any]
+    details: JsonObject
     created_at: datetime
 
 

@@ -13,6 +13,7 @@ import jwt
 
 from app.config import Settings
 from app.core.errors import Unauthorized
+from app.core.json_types import JsonObject
 
 TokenType = Literal["access", "refresh"]
 ALGORITHM = "HS256"
@@ -119,7 +120,7 @@ def issue_pair(
     )
 
 
-def _uuid_claim(payload: dict[str, Any], name: str) -> uuid.UUID:
+def _uuid_claim(payload: JsonObject, name: str) -> uuid.UUID:
     value = payload[name]
     if not isinstance(value, str):  # uuid.UUID() of a list or a number is no ValueError
         raise ValueError(f"claim {name!r} is not a string")

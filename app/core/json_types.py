@@ -10,7 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, JsonValue
+
+JsonObject = dict[str, JsonValue]
+"""A JSON object whose content is arbitrary (a client's metadata, a JSONB column, a schema
+fragment). Not for data of a known shape: that has a TypedDict or a model of its own."""
 
 
 def json_number(value: Any) -> Any:
@@ -41,7 +45,7 @@ NO_NUL = r"^[^\x00]*$"
 # sniffer answers with 415 `unsupported_file_type`, found in the first 65,536 characters).
 TEXT_FILE_PATTERN = r"^[^\x00-\x08\x0b\x0e-\x1f]*$"
 # An uploaded file, which a binary schema cannot describe further.
-UPLOADED_FILE: dict[str, Any] = {
+UPLOADED_FILE: JsonObject = {
     "minLength": 1,
     "description": "A file typed by its content, never its name (ADR 0074): PDF, Word "
     "(.docx), PowerPoint (.pptx), Excel (.xlsx), OpenDocument text (.odt), EPUB, or UTF-8 "
@@ -61,7 +65,7 @@ UPLOAD_MEDIA_TYPES = {
 # Any JSON without NUL in a string or a key (jsonb cannot hold it either): a component of
 # the document (app/core/openapi.py), for the JSON objects a client stores (`metadata`).
 JSON_WITHOUT_NUL = "JsonWithoutNul"
-JSON_WITHOUT_NUL_SCHEMA: dict[str, Any] = {
+JSON_WITHOUT_NUL_SCHEMA: JsonObject = {
     "anyOf": [
         {"type": ["null", "boolean", "number"]},
         {"type": "string", "pattern": NO_NUL},
@@ -77,8 +81,8 @@ JSON_WITHOUT_NUL_SCHEMA: dict[str, Any] = {
 # A JSON object of that kind. Pydantic cannot generate a `$ref` to a component it does not
 # know, so a field's `json_schema_extra` is this mark, which app/core/openapi.py replaces.
 JSON_OBJECT_WITHOUT_NUL_MARK = "x-json-object-without-nul"
-JSON_OBJECT_WITHOUT_NUL: dict[str, Any] = {JSON_OBJECT_WITHOUT_NUL_MARK: True}
-JSON_OBJECT_WITHOUT_NUL_SCHEMA: dict[str, Any] = {
+JSON_OBJECT_WITHOUT_NUL: JsonObject = {JSON_OBJECT_WITHOUT_NUL_MARK: True}
+JSON_OBJECT_WITHOUT_NUL_SCHEMA: JsonObject = {
     "propertyNames": {"pattern": NO_NUL},
     "additionalProperties": {"$ref": f"#/components/schemas/{JSON_WITHOUT_NUL}"},
 }

@@ -6,8 +6,8 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
+from app.core.json_types import JsonObject
 from app.core.request_context import current_request_id
 
 # Attributes every LogRecord has; anything else was passed with `extra=` and is logged.
@@ -22,7 +22,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """One record as JSON, with its request id and any `extra=` fields."""
-        entry: dict[str, Any] = {
+        entry: JsonObject = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,

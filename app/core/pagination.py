@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from app.core.errors import BadRequest
+from app.core.json_types import JsonObject
 
 # The forms of the cursors (unanchored, for `re.fullmatch` and `cursor_schema`).
 CURSOR_FORM = r"[0-9]{1,16}\.[0-9a-f]{32}"
@@ -27,7 +28,7 @@ _CURSOR = re.compile(CURSOR_FORM)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def cursor_schema(form: str, what: str) -> dict[str, Any]:
+def cursor_schema(form: str, what: str) -> JsonObject:
     """The documented form of a cursor parameter (`json_schema_extra`): the code answers a
     string of another form with its own 400 `invalid_cursor`, so the pattern is documented
     rather than validated by FastAPI (which would answer 422). Empty is the first page."""

@@ -6,7 +6,7 @@ model set explicitly is refused at start-up instead of silently mixing incompara
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypedDict
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -27,16 +27,24 @@ _KIND_OF_MODEL = {
 `name`); an `openai/<model>` name maps to `openai` with that model."""
 
 
-def settings_for_model(model: str, dimension: int) -> dict[str, Any] | None:
+class EmbedderSettings(TypedDict, total=False):
+    """The settings (`THREADLINE_EMBEDDER...`) that build an embedder."""
+
+    embedder: str
+    embedding_model: str
+    embedding_dim: int
+
+
+def settings_for_model(model: str, dimension: int) -> EmbedderSettings | None:
     """The settings that build the embedder which made `model`'s vectors; None: unknown."""
     if model.startswith("openai/"):
-        return {
-            "embedder": "openai",
-            "embedding_model": model.removeprefix("openai/"),
-            "embedding_dim": dimension,
-        }
+        return EmbedderSettings(
+            embedder="openai",
+            embedding_model=model.removeprefix("openai/"),
+            embedding_dim=dimension,
+        )
     kind = _KIND_OF_MODEL.get(model)
-    return None if kind is None else {"embedder": kind, "embedding_dim": dimension}
+    return None if kind is None else EmbedderSettings(embedder=kind, embedding_dim=dimension)
 
 
 async def keep_recorded_embedder(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from app.core.text import content_words
 from app.llm.responder import EXTRACTIVE_NOTICE
@@ -26,9 +26,18 @@ def _stems(text: str) -> set[str]:
     return {w.lower()[:5] for w in content_words(text) if len(w) > 2}
 
 
+class GroundingCheck(TypedDict):
+    """How far an answer's sentences are backed by the sources they cite."""
+
+    grounded: bool
+    confidence: float
+    issues: list[str]
+    checked_sentences: int
+
+
 def check_grounding(
     answer: str, sources: Sequence[SourceRef], min_overlap: float
-) -> dict[str, Any]:
+) -> GroundingCheck:
     """How far each sentence of an answer is backed by the sources it cites (word-stem overlap)."""
     text = answer.removeprefix(EXTRACTIVE_NOTICE)
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
@@ -48,12 +57,12 @@ def check_grounding(
         if best < min_overlap:
             issues.append(f"sentence {index} is not supported by a source: {sentence[:120]!r}")
     if not scores:
-        return {"grounded": True, "confidence": 1.0, "issues": [], "checked_sentences": 0}
+        return GroundingCheck(grounded=True, confidence=1.0, issues=[], checked_sentences=0)
     if not sources:
         issues = ["no sources to check the answer against", *issues]
-    return {
-        "grounded": not issues,
-        "confidence": round(sum(scores) / len(scores), 3),
-        "issues": issues,
-        "checked_sentences": len(scores),
-    }
+    return GroundingCheck(
+        grounded=not issues,
+        confidence=round(sum(scores) / len(scores), 3),
+        issues=issues,
+        checked_sentences=len(scores),
+    )

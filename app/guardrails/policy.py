@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.core.json_types import NO_NUL, json_number
+from app.core.json_types import NO_NUL, JsonObject, json_number
 from app.core.tenant_cache import TenantCache
 from app.faqs.thresholds import faq_threshold
 from app.guardrails.repository import policy_inputs
 
 Action = Literal["block", "flag", "off"]
-SETTINGS_KEY = "guardrails"
+SETTINGS_KEY: Final = "guardrails"
 
 
 class GuardrailOverrides(BaseModel):
@@ -52,10 +52,10 @@ class TenantPolicy:
     faq_threshold: float
     smalltalk: bool
     faq_count: int = 0
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: JsonObject = field(default_factory=dict)
 
 
-def resolve(settings: Settings, stored: dict[str, Any], faq_count: int) -> TenantPolicy:
+def resolve(settings: Settings, stored: JsonObject, faq_count: int) -> TenantPolicy:
     """The tenant's policy: its stored overrides over the environment's defaults."""
     overrides = GuardrailOverrides.model_validate(stored or {})
     return TenantPolicy(

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import cast
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Faq, Tenant
+from app.tenants.repository import TenantSettings
 
 
-async def policy_inputs(db: AsyncSession, tenant_id: uuid.UUID) -> tuple[dict[str, Any], int]:
+async def policy_inputs(db: AsyncSession, tenant_id: uuid.UUID) -> tuple[TenantSettings, int]:
     """The tenant's settings and FAQ count in one round trip ({} and 0 if it is gone)."""
     faq_count = select(func.count()).select_from(Faq).where(Faq.tenant_id == tenant_id)
     row = (
@@ -19,4 +20,6 @@ async def policy_inputs(db: AsyncSession, tenant_id: uuid.UUID) -> tuple[dict[st
             select(Tenant.settings, faq_count.scalar_subquery()).where(Tenant.id == tenant_id)
         )
     ).one_or_none()
-    return (row[0] or {}, int(row[1])) if row is not None else ({}, 0)
+    if row is None:
+        return TenantSettings(), 0
+    return cast(TenantSettings, row[0] or {}), int(row[1])

@@ -9,12 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.errors import NotFound
+from app.core.json_types import JsonObject
 from app.core.on_commit import on_commit
 from app.guardrails.policy import SETTINGS_KEY, GuardrailOverrides, TenantPolicies, resolve
 from app.tenants.repository import lock_tenant_settings, store_tenant_settings, tenant_settings
 
 
-def describe(settings: Settings, stored: dict[str, Any]) -> dict[str, Any]:
+def describe(settings: Settings, stored: JsonObject) -> dict[str, Any]:
     """The tenant's overrides and the policy they put in effect, as the API shows them."""
     policy = resolve(settings, stored, 0)
     return {

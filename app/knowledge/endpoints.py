@@ -19,6 +19,7 @@ from app.core.json_types import (
     JSON_OBJECT_WITHOUT_NUL,
     UPLOAD_MEDIA_TYPES,
     UPLOADED_FILE,
+    JsonObject,
 )
 from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
@@ -111,7 +112,7 @@ async def add_document(
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)
 
 
-def _metadata(raw: object) -> dict[str, Any]:
+def _metadata(raw: object) -> JsonObject:
     if raw is None:
         return {}
     try:

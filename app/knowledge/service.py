@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
+from app.core.json_types import JsonObject
 from app.core.on_commit import on_commit
 from app.core.pagination import Cursor, split_page
 from app.core.tenant_cache import TenantInvalidator
@@ -28,7 +28,7 @@ async def add_document(
     *,
     title: str | None,
     external_id: str | None,
-    metadata: dict[str, Any],
+    metadata: JsonObject,
     created_by: uuid.UUID | None,
     enqueue: bool = True,
 ) -> tuple[KbDocument, bool]:

@@ -119,7 +119,7 @@ class Limits:
             settings.token_quota_tenant_per_day,
         )
 
-    def overridden(self, overrides: dict[str, Any]) -> Limits:
+    def overridden(self, overrides: dict[str, int]) -> Limits:
         """These limits with a tenant's known overrides applied."""
         known = {k: int(v) for k, v in overrides.items() if k in self.__dataclass_fields__}
         return replace(self, **known)
@@ -152,7 +152,7 @@ class UsageLimiter:
         self.cached_ratio = cached_token_ratio(settings)
         self.cache_seconds = settings.tenant_policy_cache_seconds
         self.reservation = reservation_tokens(settings)
-        self._overrides: TenantCache[dict[str, Any]] = TenantCache()
+        self._overrides: TenantCache[dict[str, int]] = TenantCache()
         self._charge = redis.client.register_script(_CHARGE)
         self._admit = redis.client.register_script(_ADMIT)
 

@@ -8,7 +8,7 @@ of `threadline_history_cache_total`; the prompt cache's share is cached_prompt /
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -66,7 +66,7 @@ IDEMPOTENCY_RECALLED = Counter(
 
 
 def record_turn(
-    node_ms: dict[str, float], usage: dict[str, Any], status: str, turn_ms: float
+    node_ms: dict[str, float], usage: Mapping[str, int], status: str, turn_ms: float
 ) -> None:
     """Record a finished turn's node times, token usage and wall time."""
     for node, ms in node_ms.items():

@@ -10,6 +10,7 @@ switched off so it cannot send unredacted runs behind our back.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -19,6 +20,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tracers.langchain import LangChainTracer
 from langsmith import Client
+from pydantic import BaseModel
 
 from app.config import Settings
 from app.pii.detect import anonymize
@@ -26,7 +28,12 @@ from app.pii.detect import anonymize
 
 def redact(value: Any, pseudonym: Callable[[str], str]) -> Any:
     """The value with every string anonymised and user ids pseudonymised (recursively
-    through dicts and lists)."""
+    through dicts, lists, models and dataclasses: a node's update carries manifest sections
+    and planned queries, which the tracer would send as their fields)."""
+    if isinstance(value, BaseModel):
+        return redact(value.model_dump(mode="json"), pseudonym)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return redact(dataclasses.asdict(value), pseudonym)
     if isinstance(value, str):
         return anonymize(value).text
     if isinstance(value, Mapping):

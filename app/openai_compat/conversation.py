@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from app.core.errors import BadRequest
+from app.core.json_types import JsonObject
 
 OPENWEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
 CONVERSATION_HEADER = "X-Conversation-Id"
 MAX_CHAT_ID_CHARS = 200
 # Printable ASCII, no space at either end (HTTP strips those, so they could not arrive).
 CHAT_ID_PATTERN = r"^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$"
-CHAT_ID_SCHEMA: dict[str, Any] = {
+CHAT_ID_SCHEMA: JsonObject = {
     "minLength": 1,
     "maxLength": MAX_CHAT_ID_CHARS,
     "pattern": CHAT_ID_PATTERN,

@@ -8,7 +8,7 @@ their key so), `X-API-Key`, or a user's access token. Errors leave in OpenAI's s
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
@@ -16,6 +16,7 @@ from fastapi.responses import StreamingResponse
 from app.auth.principal import Caller, CurrentPrincipal
 from app.conversation.endpoints.chat import IdempotencyKey
 from app.conversation.streaming.sse import SSE_HEADERS
+from app.core.json_types import JsonObject
 from app.openai_compat import service
 from app.openai_compat.conversation import (
     CHAT_ID_SCHEMA,
@@ -60,7 +61,7 @@ ConversationHeader = Annotated[
 # Every error a route of this router can give, in OpenAI's shape (the shared documentation
 # would otherwise add the API's own shape for the derived ones).
 _ERRORS = error_docs(400, 401, 403, 404, 409, 413, 415, 422, 429, 503)
-_COMPLETION_DOC: dict[int | str, dict[str, Any]] = {
+_COMPLETION_DOC: dict[int | str, JsonObject] = {
     200: {
         "description": "A `chat.completion`; with `stream: true`, Server-Sent Events: "
         "`chat.completion.chunk`s, then `data: [DONE]`.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TypedDict
 
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -28,12 +28,21 @@ POOL_WAIT_SECONDS = 1.0
 """The longest readiness waits for a pooled connection before it opens one of its own."""
 _TOO_MANY_CONNECTIONS = "53300"  # the server answered: it has no connection slot left
 
-Checks = dict[str, Any]
+Check = dict[str, str | None]
+"""One check: its `status`, and what it found (a revision, a model, the error's type...)."""
+Checks = dict[str, Check]
+
+
+class Readiness(TypedDict):
+    """The readiness report: the overall `status` and each check."""
+
+    status: str
+    checks: Checks
 
 
 async def readiness(
     engine: AsyncEngine, redis: RedisHandle, embedder: str | None = None
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[Readiness, bool]:
     """The report (`status`, `checks`) and whether the process is ready.
 
     Redis being down degrades the service (no cache, no resume) without stopping chat, so it
@@ -55,7 +64,7 @@ async def readiness(
     }
     healthy = redis_up and not evicting and checks["postgres"]["status"] == "ok"
     status = "ok" if ready and healthy else ("degraded" if ready else "unavailable")
-    return {"status": status, "checks": checks}, ready
+    return Readiness(status=status, checks=checks), ready
 
 
 async def _database(engine: AsyncEngine, embedder: str | None) -> tuple[Checks, bool]:
@@ -101,7 +110,7 @@ async def _unpooled(
                 async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
                     if waited != "statements_waiting":
                         checks, ready = await _schema(connection, embedder)
-                        postgres = {"status": "ok"} if waited is None else _busy(waited)
+                        postgres: Check = {"status": "ok"} if waited is None else _busy(waited)
                         return {"postgres": postgres, **checks}, ready
                     await ping(connection)
             return _unknown(_busy("statements_waiting")), True
@@ -128,11 +137,11 @@ async def _schema(connection: AsyncConnection, embedder: str | None) -> tuple[Ch
     return checks, at_head and same_space
 
 
-def _busy(reason: str) -> dict[str, Any]:
+def _busy(reason: str) -> Check:
     return {"status": "busy", "reason": reason}
 
 
-def _unknown(postgres: dict[str, Any]) -> Checks:
+def _unknown(postgres: Check) -> Checks:
     return {
         "postgres": postgres,
         "migrations": {"status": "unknown"},

@@ -87,7 +87,7 @@ async def _erase_rows(
         "user.erased",
         target_user_id=user_id,
         resource=f"users/{user_id}",
-        details={"deleted": erased.counts()},
+        details={"deleted": {**erased.counts()}},
     )
     return erased
 

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.log import record
 from app.auth.principal import Principal
 from app.core.errors import NotFound
-from app.tenants.repository import lock_tenant_settings, store_tenant_settings, tenant_settings
+from app.tenants.repository import (
+    RetentionSettings,
+    TenantSettings,
+    lock_tenant_settings,
+    store_tenant_settings,
+    tenant_settings,
+)
 
 KEY = "retention"
 
 
-def max_turn_age_days(settings: dict[str, Any]) -> int | None:
+def max_turn_age_days(settings: TenantSettings) -> int | None:
     """The age in days past which turns are purged, from a tenant's settings; None: kept."""
-    value = (settings or {}).get(KEY, {}).get("max_turn_age_days")
+    retention = (settings or {}).get("retention")
+    value = retention.get("max_turn_age_days") if retention else None
     return int(value) if value is not None else None
 
 
@@ -31,7 +37,7 @@ async def set_policy(db: AsyncSession, tenant_id: uuid.UUID, days: int | None) -
     settings = await lock_tenant_settings(db, tenant_id)
     if settings is None:
         raise NotFound("No such tenant.", code="tenant_not_found")
-    settings[KEY] = {"max_turn_age_days": days}
+    settings["retention"] = RetentionSettings(max_turn_age_days=days)
     await store_tenant_settings(db, tenant_id, settings)
 
 

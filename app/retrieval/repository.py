@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from sqlalchemy import (
     BindParameter,
@@ -260,7 +260,7 @@ class SearchRepository:
     ) -> list[Hit]:
         """The `limit` chunks of `source` nearest to `vector` (cosine), nearest first.
         `exact`: scan the tenant's rows and sort, instead of the shared HNSW index."""
-        params: dict[str, Any] = {"tenant": self.tenant_id, "vector": vector, "limit": limit}
+        params = _NearestParams(tenant=self.tenant_id, vector=vector, limit=limit)
         if source.kind == "attachment":
             params["attachments"] = list(attachment_ids)
         statement = _NEAREST.get((source.kind, exact))
@@ -343,6 +343,13 @@ class SearchRepository:
 
 
 _NEAREST: dict[tuple[str, bool], Select[Any]] = {}
+
+
+class _NearestParams(TypedDict):
+    tenant: uuid.UUID
+    vector: list[float]
+    limit: int
+    attachments: NotRequired[list[uuid.UUID]]
 
 
 def _nearest_statement(source: Source, exact: bool) -> Select[Any]:

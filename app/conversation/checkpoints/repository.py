@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from langgraph.checkpoint.postgres.base import SELECT_SQL
 from psycopg import AsyncConnection
@@ -72,9 +72,17 @@ SELECT (SELECT count(*) FROM doomed) AS checkpoints,
 """
 
 
-def prune_parameters(thread_id: str, checkpoint_ns: str, keep: int) -> dict[str, Any]:
+class PruneParameters(TypedDict):
+    """The bind parameters of `PRUNE_THREAD`."""
+
+    thread: str
+    ns: str
+    keep: int
+
+
+def prune_parameters(thread_id: str, checkpoint_ns: str, keep: int) -> PruneParameters:
     """The bind parameters of `PRUNE_THREAD` for one thread."""
-    return {"thread": thread_id, "ns": checkpoint_ns, "keep": keep}
+    return PruneParameters(thread=thread_id, ns=checkpoint_ns, keep=keep)
 
 
 async def schema_version(

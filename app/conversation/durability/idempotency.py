@@ -35,13 +35,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from redis.exceptions import RedisError
 
 from app.conversation.streaming.run import Finisher, RunOutcome
 from app.conversation.turn.schemas import ChatRequest, ChatResponse
 from app.core.errors import ServiceUnavailable, UnprocessableEntity
+from app.core.json_types import JsonObject
 from app.core.redis import RedisHandle
 from app.pii.marks import is_erased
 
@@ -99,13 +100,23 @@ class IdempotencyUnavailable(ServiceUnavailable):
         super().__init__(headers={"Retry-After": "1"})
 
 
+class IdempotencyRecord(TypedDict):
+    """What Redis holds under a key: the request's fingerprint, its turn, and, once `done`,
+    the recorded `/chat` answer (a `ChatResponse`'s JSON)."""
+
+    fingerprint: str
+    turn_id: str
+    state: Literal["running", "done"]
+    response: NotRequired[JsonObject]
+
+
 @dataclass(frozen=True)
 class Claim:
     """A request's hold on its key: won (it runs the turn) or the holder's record."""
 
     key: str
     won: bool
-    record: dict[str, Any]
+    record: IdempotencyRecord
     raw: str = ""  # what this request wrote, when it won: what `release` may delete
 
     @property
@@ -119,7 +130,7 @@ class Waited:
     """What a retry's wait for the first request's answer found (`wait_finished`)."""
 
     state: Literal["done", "released", "unavailable", "running"]
-    record: dict[str, Any] | None = None
+    record: IdempotencyRecord | None = None
 
 
 def fingerprint(endpoint: str, body: ChatRequest) -> str:
@@ -197,7 +208,7 @@ class IdempotencyStore:
             )
         return claim
 
-    async def _claim(self, key: str, mine: dict[str, Any], turn_exists: TurnExists) -> Claim:
+    async def _claim(self, key: str, mine: IdempotencyRecord, turn_exists: TurnExists) -> Claim:
         raw_mine = json.dumps(mine)
         client = self.redis.client
         for _ in range(3):  # the holder may release between our SET and GET
@@ -206,7 +217,7 @@ class IdempotencyStore:
             raw = await client.get(key)
             if raw is None:
                 continue
-            record: dict[str, Any] = json.loads(raw)
+            record: IdempotencyRecord = json.loads(raw)
             if record["turn_id"] == mine["turn_id"]:
                 # Our own SET, sent again after its reply was lost (a retried command).
                 return Claim(key, True, mine, raw_mine)
@@ -217,7 +228,7 @@ class IdempotencyStore:
         raise IdempotencyUnavailable()  # claimed and released under our feet three times
 
     async def adopt(
-        self, claim: Claim, reference: str, turn_id: uuid.UUID, response: dict[str, Any] | None
+        self, claim: Claim, reference: str, turn_id: uuid.UUID, response: JsonObject | None
     ) -> Claim:
         """A won claim whose key Redis had forgotten, although the database holds a turn
         recorded under it (`reference`, the row's `idempotency_key`; ADR 0069): the request is
@@ -235,7 +246,7 @@ class IdempotencyStore:
         if response is None:
             record, ttl = _running(print_, turn_id), self.running_ttl
         else:
-            record = {**_running(print_, turn_id), "state": "done", "response": response}
+            record = _done(print_, turn_id, response)
             ttl = self.ttl
         raw = json.dumps(record, default=str)
         try:
@@ -305,7 +316,7 @@ class IdempotencyStore:
             else:
                 if raw is None:
                     return Waited("released")
-                record: dict[str, Any] = json.loads(raw)
+                record: IdempotencyRecord = json.loads(raw)
                 if record["state"] == "done":
                     return Waited("done", record)
             if time.monotonic() >= deadline:
@@ -320,7 +331,7 @@ class IdempotencyStore:
         return f"{claim.key}\n{claim.record['fingerprint']}"
 
     async def record_orphan_answer(
-        self, reference: str, user_id: uuid.UUID, turn_id: uuid.UUID, response: dict[str, Any]
+        self, reference: str, user_id: uuid.UUID, turn_id: uuid.UUID, response: JsonObject
     ) -> None:
         """Store the answer of an orphaned turn (finished by another process) under the key
         its row references, so a retry replays it instead of running the turn again. The
@@ -329,13 +340,7 @@ class IdempotencyStore:
         if await is_erased(self.redis, user_id):
             return
         key, _, print_ = reference.partition("\n")
-        record = {
-            "fingerprint": print_,
-            "turn_id": str(turn_id),
-            "state": "done",
-            "response": response,
-        }
-        raw = json.dumps(record, default=str)
+        raw = json.dumps(_done(print_, turn_id, response), default=str)
         await self._retried(
             lambda: self._record_answer(keys=[key], args=[str(turn_id), raw, str(self.ttl)]),
             "orphan's answer",
@@ -351,7 +356,12 @@ class IdempotencyStore:
                 await self.release(claim)  # failed: a retry may run it again
                 return
             self._held.pop(claim.key, None)
-            record = {**claim.record, "state": "done", "response": response_of(outcome)}
+            record = IdempotencyRecord(
+                fingerprint=claim.record["fingerprint"],
+                turn_id=claim.record["turn_id"],
+                state="done",
+                response=response_of(outcome),
+            )
             raw = json.dumps(record, default=str)
             # Only over this turn's own claim (or a lapsed key): never over a newer claim.
             args = [claim.record["turn_id"], raw, str(self.ttl)]
@@ -377,13 +387,20 @@ class IdempotencyStore:
             await asyncio.sleep(min(_RETRY_CAP, _RETRY_BASE * 2**attempt))
 
 
-def _running(print_: str, turn_id: uuid.UUID) -> dict[str, Any]:
+def _running(print_: str, turn_id: uuid.UUID) -> IdempotencyRecord:
     """A running claim's record; its JSON is what `confirm`, `renew_held` and `release`
     compare, so a record put back by `adopt` must be built the same way."""
-    return {"fingerprint": print_, "turn_id": str(turn_id), "state": "running"}
+    return IdempotencyRecord(fingerprint=print_, turn_id=str(turn_id), state="running")
 
 
-def response_of(outcome: RunOutcome) -> dict[str, Any]:
+def _done(print_: str, turn_id: uuid.UUID, response: JsonObject) -> IdempotencyRecord:
+    """A finished turn's record: its answer, under the request's fingerprint."""
+    return IdempotencyRecord(
+        fingerprint=print_, turn_id=str(turn_id), state="done", response=response
+    )
+
+
+def response_of(outcome: RunOutcome) -> JsonObject:
     """The `/chat` answer of a finished run (a stopped one included), as recorded."""
     assert outcome.terminal is not None
     assert outcome.terminal.done is not None

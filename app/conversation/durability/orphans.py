@@ -36,7 +36,7 @@ from app.conversation.streaming.buffer import (
 from app.conversation.turn.events import DoneEvent, DoneExtras
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.schemas import ChatResponse
-from app.conversation.turn.types import SourceRef
+from app.conversation.turn.types import PublicSource, SourceRef, TurnMeta
 from app.core.db import TENANT
 from app.llm.tokens import count_tokens
 from app.pii.detect import anonymize
@@ -49,8 +49,8 @@ class Recovered:
     """What the buffer kept of the orphan's stream."""
 
     partial: str
-    meta: dict[str, Any]
-    sources: list[dict[str, Any]]
+    meta: TurnMeta | None
+    sources: list[PublicSource]
     ended: BufferedEvent | None
     """The buffer's own terminal event, when the producer got that far."""
 
@@ -58,14 +58,14 @@ class Recovered:
 def recover(events: list[BufferedEvent]) -> Recovered:
     """What the buffered events of a dead producer hold: partial answer, meta, sources, end."""
     partial: list[str] = []
-    meta: dict[str, Any] = {}
-    sources: list[dict[str, Any]] = []
+    meta: TurnMeta | None = None
+    sources: list[PublicSource] = []
     ended = None
     for event in events:
         if event.name == "token":
             partial.append(str(event.data.get("text", "")))
         elif event.name == "meta":
-            meta = event.data
+            meta = cast(TurnMeta, event.data)
         elif event.name == "sources":
             sources = list(event.data.get("sources", []))
         elif event.name in TERMINAL_EVENTS:
@@ -163,7 +163,8 @@ class OrphanFinisher:
             [{**s, "text": s.get("snippet", "")} for s in recovered.sources],
         )
         checked = check_answer(partial, orphan.user_query, sources, self.context.settings)
-        altered = bool(checked.validation["output_guardrail"]["issues"])
+        guardrail = checked.validation.output_guardrail
+        altered = bool(guardrail and guardrail.issues)
         answer = checked.text if altered else partial
         completion = count_tokens(answer)
         latency_ms = int((time.time() - orphan.created_at.timestamp()) * 1000)
@@ -172,10 +173,10 @@ class OrphanFinisher:
             session_id=orphan.session_id,
             status="incomplete",
             answer=answer,
-            query_composition=recovered.meta.get("query_composition"),
+            query_composition=recovered.meta["query_composition"] if recovered.meta else None,
             usage={"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion},
             # no triage record: None
-            context_metadata=Manifest.model_validate({"validation": checked.validation}),
+            context_metadata=Manifest(validation=checked.validation),
             extras=DoneExtras(stopped=True, reason=reason, latency_ms=latency_ms),
         )
 
@@ -186,7 +187,7 @@ class OrphanFinisher:
             logger.warning("could not end an orphaned turn's stream buffer", exc_info=True)
 
     async def _record_answer(
-        self, orphan: Orphan, done: DoneEvent, sources: list[dict[str, Any]]
+        self, orphan: Orphan, done: DoneEvent, sources: list[PublicSource]
     ) -> None:
         if orphan.idempotency_key is None:
             return

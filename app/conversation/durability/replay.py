@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from app.auth.principal import Principal
 from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
-from app.conversation.durability.idempotency import Claim
+from app.conversation.durability.idempotency import Claim, IdempotencyRecord
 from app.conversation.repository import TurnRepository
 from app.conversation.streaming.resume import check_resumable
 from app.conversation.streaming.sse import format_event
 from app.conversation.turn.schemas import ChatResponse
 from app.conversation.turn.stored import stored_response
 from app.core.errors import Conflict, NotFound
+from app.core.json_types import JsonObject
 from app.core.unit_of_work import Transactions
 from app.observability import metrics
 
@@ -35,7 +35,7 @@ def first_request_failed() -> Conflict:
     )
 
 
-async def stored_events(recorded: dict[str, Any]) -> AsyncIterator[bytes]:
+async def stored_events(recorded: JsonObject) -> AsyncIterator[bytes]:
     """A stored `/chat` answer (as recorded under its key) as a stream: meta, the whole answer
     as one token, sources, done."""
     response = ChatResponse.model_validate(recorded)
@@ -109,7 +109,7 @@ class RetryReplay:
         (retry), as for `/chat`."""
         store = self.guards.idempotency
         deadline = time.monotonic() + store.admission_ttl
-        record: dict[str, Any] | None = claim.record
+        record: IdempotencyRecord | None = claim.record
         first_miss = True
         while True:
             try:
@@ -130,7 +130,9 @@ class RetryReplay:
                 if record is None:
                     await asyncio.sleep(0.05)  # claimed, not yet started
 
-    async def _recorded_from_row(self, principal: Principal, claim: Claim) -> dict[str, Any] | None:
+    async def _recorded_from_row(
+        self, principal: Principal, claim: Claim
+    ) -> IdempotencyRecord | None:
         """The finished record of the claim's turn built from its row, and written under the
         key (a retry after this one reads it there); None while the turn is not finished."""
         tenant_id = principal.tenant_id
@@ -143,4 +145,9 @@ class RetryReplay:
             await self.guards.idempotency.record_orphan_answer(
                 turn.idempotency_key, turn.user_id, turn.id, response
             )
-        return {**claim.record, "state": "done", "response": response}
+        return IdempotencyRecord(
+            fingerprint=claim.record["fingerprint"],
+            turn_id=claim.record["turn_id"],
+            state="done",
+            response=response,
+        )

@@ -6,7 +6,7 @@ request's), and commits it before the turn runs (ADR 0070)."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
@@ -19,10 +19,11 @@ from app.conversation.streaming.sse import SSE_HEADERS
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.core.json_types import JsonObject
 
 router = APIRouter(tags=["chat"])
 
-_STREAM_DOC: dict[int | str, dict[str, Any]] = {
+_STREAM_DOC: dict[int | str, JsonObject] = {
     200: {
         "description": "Server-Sent Events: meta, token…, sources, done — or error.",
         "content": {

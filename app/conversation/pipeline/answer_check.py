@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from app.config import Settings
 from app.conversation.pipeline.budget import SYSTEM_PROMPT
 from app.conversation.pipeline.tools import AGENT_INSTRUCTIONS
+from app.conversation.turn.manifest_records import (
+    Grounding,
+    OutputAudit,
+    OutputGuardrail,
+    Validation,
+)
 from app.conversation.turn.types import SourceRef
 from app.guardrails.grounding import check_grounding
 from app.guardrails.output_checks import check_output
@@ -24,9 +29,9 @@ class CheckedAnswer:
     """An answer after the output checks, with their record."""
 
     text: str
-    validation: dict[str, Any]
-    audit: dict[str, Any] | None
-    """{"original_answer": ...} when the guardrail altered the answer, else None."""
+    validation: Validation
+    audit: OutputAudit | None
+    """The original answer when the guardrail altered it, else None."""
 
 
 def check_answer(
@@ -39,15 +44,13 @@ def check_answer(
         (SYSTEM_PROMPT, AGENT_INSTRUCTIONS),
         [query, *(f"{s['title']}\n{s['text']}" for s in sources)],
     )
-    validation = {
-        "sources": grounding,
-        "output_guardrail": {
-            "safe": verdict.safe,
-            "issues": verdict.issues,
-            "replaced": verdict.replaced,
-        },
-    }
+    validation = Validation(
+        sources=Grounding.model_validate(grounding),
+        output_guardrail=OutputGuardrail(
+            safe=verdict.safe, issues=verdict.issues, replaced=verdict.replaced
+        ),
+    )
     if verdict.text == answer:
         return CheckedAnswer(answer, validation, None)
     original = anonymize(answer).text if settings.pii_anonymize else answer
-    return CheckedAnswer(verdict.text, validation, {"original_answer": original})
+    return CheckedAnswer(verdict.text, validation, OutputAudit(original_answer=original))

@@ -26,6 +26,13 @@ from typing import Any
 from app.conversation.pipeline.context_quality import quality_score
 from app.conversation.pipeline.source_framing import question_message
 from app.conversation.pipeline.state import Composition
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import (
+    Dropped,
+    ManifestSource,
+    SourceDistribution,
+    Truncation,
+)
 from app.conversation.turn.types import ChatMessage, HistoryTurn, PassageData, SourceRef
 from app.core.text import snippet
 from app.llm.tokens import count_tokens, truncate_to_tokens
@@ -80,7 +87,13 @@ class BuiltContext:
     history_included: list[HistoryTurn]
     overflow: list[HistoryTurn]
     """Older turns that did not fit: left out of this prompt until the summary covers them."""
-    metadata: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest = field(default_factory=Manifest)
+    """Its sections of the turn's manifest: budget, sources, history and summary."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Those sections as stored (JSON, for readers that index it)."""
+        return self.manifest.dump()
 
 
 def summary_message(summary: str) -> str:
@@ -88,21 +101,21 @@ def summary_message(summary: str) -> str:
     return f"Summary of the earlier conversation:\n{summary}"
 
 
-def manifest_source(source: SourceRef, tokens: int) -> dict[str, Any]:
+def manifest_source(source: SourceRef, tokens: int) -> ManifestSource:
     """A source as the turn's manifest records it: what the answer's `[n]` points at, with the
     preview the client was shown, so the stored turn alone can be shown (and replayed to an
     idempotent retry) as it was answered."""
-    return {
-        "n": source["n"],
-        "id": source["id"],
-        "kind": source["kind"],
-        "source_id": source["source_id"],
-        "title": source["title"],
-        "score": source["score"],
-        "tokens": tokens,
-        "snippet": snippet(source["text"]),
-        "location": source.get("location", {}),
-    }
+    return ManifestSource(
+        n=source["n"],
+        id=source["id"],
+        kind=source["kind"],
+        source_id=source["source_id"],
+        title=source["title"],
+        score=source["score"],
+        tokens=tokens,
+        snippet=snippet(source["text"]),
+        location=source.get("location", {}),
+    )
 
 
 def fit_question(query: str, budget: int) -> str:
@@ -120,10 +133,6 @@ def token_budget(settings: BudgetSettings, results: int) -> int:
 def _fingerprint(text: str) -> str:
     normalised = re.sub(r"\W+", " ", text.lower()).strip().encode()
     return hashlib.blake2b(normalised, digest_size=16).hexdigest()
-
-
-def _note(passage: PassageData, reason: str) -> dict[str, Any]:
-    return {"id": passage["id"], "kind": passage["kind"], "reason": reason}
 
 
 def _order(passages: Sequence[PassageData], composition: Composition) -> list[PassageData]:
@@ -165,15 +174,15 @@ def build_context(
     `reserved` tokens that the caller adds to the prompt (a tool-calling model's
     instructions)."""
     budget = token_budget(settings, len(passages))
-    truncated: list[dict[str, Any]] = []
-    dropped: list[dict[str, Any]] = []
+    truncated: list[Truncation] = []
+    dropped: list[Dropped] = []
 
     fixed = _fixed_tokens() + reserved
     question = fit_question(query, budget - reserved)
     question_tokens = count_tokens(question)
     if question != query:
         truncated.append(
-            {"kind": "question", "tokens_before": count_tokens(query), "reason": "over budget"}
+            Truncation(kind="question", tokens_before=count_tokens(query), reason="over budget")
         )
     remaining = max(0, budget - fixed - question_tokens)
 
@@ -188,9 +197,7 @@ def build_context(
         for passage in _order(passages, composition):
             fingerprint = _fingerprint(passage["text"])
             if fingerprint in seen or any(c[0]["id"] == passage["id"] for c in chosen):
-                dropped.append(
-                    {"id": passage["id"], "kind": passage["kind"], "reason": "duplicate"}
-                )
+                dropped.append(Dropped(id=passage["id"], kind=passage["kind"], reason="duplicate"))
                 continue
             seen.add(fingerprint)
             tokens = count_tokens(passage["text"]) + PASSAGE_OVERHEAD
@@ -202,18 +209,18 @@ def build_context(
                 kept = count_tokens(text)
                 chosen.append((passage, text, kept))
                 truncated.append(
-                    {
-                        "id": passage["id"],
-                        "kind": passage["kind"],
-                        "tokens_before": tokens - PASSAGE_OVERHEAD,
-                        "tokens_after": kept,
-                        "reason": "over budget",
-                    }
+                    Truncation(
+                        id=passage["id"],
+                        kind=passage["kind"],
+                        tokens_before=tokens - PASSAGE_OVERHEAD,
+                        tokens_after=kept,
+                        reason="over budget",
+                    )
                 )
                 available = 0
             else:
                 dropped.append(
-                    {"id": passage["id"], "kind": passage["kind"], "reason": "over budget"}
+                    Dropped(id=passage["id"], kind=passage["kind"], reason="over budget")
                 )
         return chosen, available
 
@@ -244,11 +251,11 @@ def build_context(
         kept, overflow, _, use_summary = fill_history(left + held)
     if overflow:
         truncated.append(
-            {
-                "kind": "history",
-                "turns": len(overflow),
-                "reason": "over budget; the background summary will cover them",
-            }
+            Truncation(
+                kind="history",
+                turns=len(overflow),
+                reason="over budget; the background summary will cover them",
+            )
         )
 
     sources = [
@@ -276,22 +283,20 @@ def build_context(
     doc_tokens = sum(t for p, _, t in chosen if p["kind"] == "attachment")
     history_tokens = sum(_turn_tokens(t) for t in kept) + (summary_tokens if use_summary else 0)
     token_count = sum(count_tokens(m["content"]) for m in prompt)
-    metadata: dict[str, Any] = {
-        "token_budget": budget,
-        "token_count": token_count,
-        "truncation_applied": bool(truncated or dropped),
-        "truncated": truncated,
-        "dropped": dropped,
-        "source_distribution": {
-            "kb": kb_tokens,
-            "attachment": doc_tokens,
-            "history": history_tokens,
-        },
-        "sources": [manifest_source(s, t) for s, (_, _, t) in zip(sources, chosen, strict=True)],
-        "history_turns_included": len(kept),
-        "history_turn_ids": [t["turn_id"] for t in kept],
-        "summary_included": use_summary,
-        "stable_prefix_messages": len(prompt) - 1,
-        "quality_score": quality_score(composition, chosen, len(passages), bool(truncated)),
-    }
-    return BuiltContext(prompt, sources, kept, overflow, metadata)
+    manifest = Manifest(
+        token_budget=budget,
+        token_count=token_count,
+        truncation_applied=bool(truncated or dropped),
+        truncated=truncated,
+        dropped=dropped,
+        source_distribution=SourceDistribution(
+            kb=kb_tokens, attachment=doc_tokens, history=history_tokens
+        ),
+        sources=[manifest_source(s, t) for s, (_, _, t) in zip(sources, chosen, strict=True)],
+        history_turns_included=len(kept),
+        history_turn_ids=[t["turn_id"] for t in kept],
+        summary_included=use_summary,
+        stable_prefix_messages=len(prompt) - 1,
+        quality_score=quality_score(composition, chosen, len(passages), bool(truncated)),
+    )
+    return BuiltContext(prompt, sources, kept, overflow, manifest)

@@ -27,7 +27,7 @@ from app.conversation.pipeline.nodes.retrieve import retrieve
 from app.conversation.pipeline.nodes.triage import triage
 from app.conversation.pipeline.nodes.validate import validate
 from app.conversation.pipeline.nodes.validate_output import validate_output
-from app.conversation.pipeline.state import TurnState
+from app.conversation.pipeline.state import TurnState, TurnUpdate
 
 # Every node, in the order a turn meets them. The edges are linear except where a turn may
 # leave the main line: triage may answer early (-> answer_early -> persist), and a provider
@@ -73,7 +73,7 @@ class Node(Protocol):
 
     def __call__(
         self, state: TurnState, runtime: Runtime[TurnContext]
-    ) -> Awaitable[dict[str, Any]]: ...
+    ) -> Awaitable[TurnUpdate]: ...
 
 
 # Time spent inside each node of the current run that completed, by node name (set by the
@@ -89,7 +89,7 @@ AFTER_READS = frozenset({"generate", "agent", "tools", "answer_early", "persist"
 def _timed(name: str, node: Node) -> Node:
     ends_reads = name in AFTER_READS
 
-    async def run(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    async def run(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
         if ends_reads:
             await runtime.context.end_reads()
         started = time.perf_counter()

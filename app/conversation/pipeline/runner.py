@@ -29,16 +29,23 @@ from app.conversation.checkpoints.checkpointer import CURRENT_TENANT, TURN_READ
 from app.conversation.pipeline.answer_check import check_answer
 from app.conversation.pipeline.build import NODE_TIMINGS, TurnGraph
 from app.conversation.pipeline.context import TURN_READS, TurnContext, TurnReads
-from app.conversation.pipeline.state import initial_state, public_triage
+from app.conversation.pipeline.state import (
+    TurnUpdate,
+    add_sections,
+    initial_state,
+    public_triage,
+)
 from app.conversation.repository import TurnRepository
 from app.conversation.repository.turns import TurnNotOwned
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
-from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest import Manifest, SourcesSection, TimingsSection
+from app.conversation.turn.manifest_records import TurnError
 from app.conversation.turn.schemas import public_source
 from app.conversation.turn.stored import stored_response
-from app.conversation.turn.types import ChatMessage
+from app.conversation.turn.types import ChatMessage, PublicSource, SourceRef, TurnMeta
 from app.core.db_outage import is_db_unavailable, retry_through_outage
 from app.core.errors import AppError, ServiceUnavailable
+from app.core.json_types import JsonObject
 from app.limits.limiter import Reservation
 from app.llm.tokens import count_tokens
 from app.observability.tracing import Tracing
@@ -64,6 +71,19 @@ class TurnSpend:
     """The answer prompt's tokens, counted once it is built (before the model is called)."""
 
 
+@dataclass
+class TurnEnding:
+    """How a turn that ended early ended, set by the runner: the checked partial `answer` and
+    its part of the manifest (triage, validation, the sources it was written from, the audit's
+    original), for the stopped stream's `done` event; and `stored`, the `DoneEvent` read back
+    from the row when the turn had already been finished (by this run's final write,
+    committed as the stop landed, or by another process): what the client is told then."""
+
+    answer: str | None = None
+    manifest: Manifest = field(default_factory=Manifest)
+    stored: DoneEvent | None = None
+
+
 @dataclass(frozen=True)
 class PreparedTurn:
     """An admitted turn, ready to run: who, where, what was asked."""
@@ -81,11 +101,8 @@ class PreparedTurn:
     finished_turns: int = -1
     """The session's finished turns at admission (-1: not counted)."""
     started_at: float = field(default_factory=time.time)
-    ending: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Set by the runner when the turn ends early: the checked partial `answer`, `triage`,
-    `validation`, for the stopped stream's `done` event; and `stored`, the `DoneEvent` read
-    back from the row when the turn had already been finished (by this run's final write,
-    committed as the stop landed, or by another process): what the client is told then."""
+    ending: TurnEnding = field(default_factory=TurnEnding, compare=False)
+    """Set by the runner when the turn ends early (`TurnEnding`)."""
     spend: TurnSpend = field(default_factory=TurnSpend, compare=False)
     reservation: Reservation | None = None
     """The tokens held against the quotas at admission, settled when the turn ends (None:
@@ -95,7 +112,11 @@ class PreparedTurn:
 @dataclass
 class _Progress:
     partial: list[str] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
+    state: TurnUpdate = field(default_factory=TurnUpdate)
+    """The nodes' updates so far, but for the manifest (below)."""
+    manifest: JsonObject = field(default_factory=dict)
+    """The turn's manifest as the client is told it: every node's sections merged by the
+    graph's own reducer (also persist's, which replaces the checkpoint's copy)."""
     node_ms: dict[str, float] = field(default_factory=dict)
     """Time inside each node; the rest of a turn is the framework and the checkpointer."""
     meta_sent: bool = False
@@ -104,18 +125,11 @@ class _Progress:
 META_AFTER = frozenset({"retrieve", "build_context"})
 
 
-def public_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """context_metadata as the client sees it: without the audit-only part (an answer the
-    output guardrail altered, as it was)."""
-    return {k: v for k, v in metadata.items() if k != "audit"}
-
-
-def public_sources(state: dict[str, Any]) -> list[dict[str, Any]]:
+def public_sources(sources: list[SourceRef], manifest: Manifest) -> list[PublicSource]:
     """The sources as the client sees them: snippets, rounded scores, whether cited."""
     from app.core.text import snippet
 
-    cited = set(state.get("context_metadata", {}).get("citations", {}).get("cited", []))
-    sources = state.get("sources", [])
+    cited = set(manifest.citations.cited if manifest.citations else [])
     return [public_source({**s, "snippet": snippet(s["text"])}, cited) for s in sources]
 
 
@@ -136,13 +150,13 @@ class TurnRunner:
         events, and a cancelled run has no partial answer)."""
         progress = _Progress()
         state = initial_state(
-            tenant_id=str(turn.tenant_id),
-            user_id=str(turn.user_id),
-            session_id=str(turn.session_id),
-            turn_id=str(turn.turn_id),
+            tenant_id=turn.tenant_id,
+            user_id=turn.user_id,
+            session_id=turn.session_id,
+            turn_id=turn.turn_id,
             messages=turn.messages,
-            attachment_ids=[str(a) for a in turn.attachment_ids],
-            session_attachment_ids=[str(a) for a in turn.session_attachment_ids],
+            attachment_ids=turn.attachment_ids,
+            session_attachment_ids=turn.session_attachment_ids,
             stored_query=turn.stored_query,
             finished_turns=turn.finished_turns,
             started_at=turn.started_at,
@@ -178,9 +192,9 @@ class TurnRunner:
                     progress.partial.append(chunk["token"])
                     yield TurnEvent("token", {"text": chunk["token"]})
                     continue
-                for node, update in chunk.items():
-                    _apply(progress.state, update or {})
-                    if (update or {}).get("prompt"):
+                for node, update in cast(dict[str, TurnUpdate | None], chunk).items():
+                    _apply(progress, update or TurnUpdate())
+                    if update and update.get("prompt"):
                         turn.spend.prompt_tokens = sum(
                             count_tokens(m["content"]) for m in update["prompt"]
                         )
@@ -191,7 +205,7 @@ class TurnRunner:
         except asyncio.CancelledError:
             if not stored and "persist" not in progress.node_ms:  # else: stored complete
                 # persist's commit may have landed as the cancellation did: then the row, not
-                # this ending, is the outcome (turn.ending["stored"]).
+                # this ending, is the outcome (turn.ending.stored).
                 await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
@@ -199,8 +213,9 @@ class TurnRunner:
                 # persist committed the turn, and the graph failed after it (its checkpoint
                 # write) before persist's update came out: the answer stands.
                 stored = True
-                metadata = progress.state.setdefault("context_metadata", {})
-                metadata.setdefault("latency_ms", int((time.time() - turn.started_at) * 1000))
+                progress.manifest.setdefault(
+                    "latency_ms", int((time.time() - turn.started_at) * 1000)
+                )
                 done = self._event_after("persist", turn, progress)
                 if done is not None:
                     yield done
@@ -214,8 +229,8 @@ class TurnRunner:
                     extra={"turn": str(turn.turn_id)},
                 )
             await self._finish_in_background(turn, "failed", progress, error=exc)
-            already = turn.ending.get("stored")
-            if isinstance(already, DoneEvent):  # finished before this ending: that stands
+            already = turn.ending.stored
+            if already is not None:  # finished before this ending: that stands
                 yield already.event()
                 return
             yield _error_event(exc)
@@ -236,18 +251,19 @@ class TurnRunner:
         early = node == "triage" and state["triage"]["skip_llm"]
         if (node in META_AFTER or early) and not progress.meta_sent:
             progress.meta_sent = True
-            return TurnEvent(
-                "meta",
-                {
-                    "session_id": str(turn.session_id),
-                    "turn_id": str(turn.turn_id),
-                    "query_composition": state.get("query_composition", "chat"),
-                },
+            meta = TurnMeta(
+                session_id=str(turn.session_id),
+                turn_id=str(turn.turn_id),
+                query_composition=state.get("query_composition", "chat"),
             )
+            return TurnEvent("meta", dict(meta))
         if node in ("validate_output", "answer_early"):
-            return TurnEvent("sources", {"sources": public_sources(state)})
+            manifest = Manifest.read(progress.manifest)
+            return TurnEvent(
+                "sources", {"sources": public_sources(state.get("sources", []), manifest)}
+            )
         if node == "persist":
-            metadata = Manifest.model_validate(public_metadata(state["context_metadata"]))
+            metadata = Manifest.read(progress.manifest).public()
             return DoneEvent(
                 turn_id=turn.turn_id,
                 session_id=turn.session_id,
@@ -275,50 +291,49 @@ class TurnRunner:
         # Without streamed tokens (`/chat`) the partial answer is what generate produced, if
         # it finished.
         partial = "".join(progress.partial) or progress.state.get("answer", "")
-        ending = self._check_partial(partial, progress.state)
-        turn.ending.update(ending)
+        ending = self._check_partial(partial, progress)
+        turn.ending.answer, turn.ending.manifest = ending.answer, ending.manifest
         task = asyncio.create_task(self._finish(turn, status, ending, error))
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
         with contextlib.suppress(asyncio.CancelledError):  # the task goes on regardless
             await asyncio.shield(task)
 
-    def _check_partial(self, partial: str, state: dict[str, Any]) -> dict[str, Any]:
+    def _check_partial(self, partial: str, progress: _Progress) -> TurnEnding:
         """The partial answer through the output checks (incomplete turns are history too);
         with the triage and validation records as a complete turn has them."""
+        state = progress.state
         checked = check_answer(
             partial, state.get("query", ""), state.get("sources", []), self.context.settings
         )
         # With no issue found it is kept as streamed (the checks also trim surrounding space).
-        altered = bool(checked.validation["output_guardrail"]["issues"])
-        answer = checked.text if altered else partial
-        ending: dict[str, Any] = {"answer": answer, "validation": checked.validation}
+        guardrail = checked.validation.output_guardrail
+        altered = bool(guardrail and guardrail.issues)
+        manifest = Manifest(validation=checked.validation)
         if "triage" in state:
-            ending["triage"] = public_triage(state["triage"])
+            manifest.triage = public_triage(state["triage"])
         # The sources the answer was being written from stay with it: a stopped answer
         # offers them as a finished one does (issue 28, item 4).
-        retrieved = (state.get("context_metadata") or {}).get("sources")
+        retrieved = Manifest.read(progress.manifest).sources
         if retrieved:
-            ending["sources"] = retrieved
+            manifest = manifest.merged(SourcesSection(sources=retrieved))
         if altered and checked.audit is not None:
-            ending["audit"] = checked.audit
-        return ending
+            manifest.audit = checked.audit
+        return TurnEnding(answer=checked.text if altered else partial, manifest=manifest)
 
     async def _finish(
-        self, turn: PreparedTurn, status: str, ending: dict[str, Any], error: BaseException | None
+        self, turn: PreparedTurn, status: str, ending: TurnEnding, error: BaseException | None
     ) -> None:
         """Mark a turn that did not complete, keeping what was generated (checked). A turn
         already finished (its final write committed, or another process finished it) is
-        left as stored, and what is stored goes to `turn.ending["stored"]`."""
+        left as stored, and what is stored goes to `turn.ending.stored`."""
         ctx = self.context
-        partial = ending["answer"]
+        partial = ending.answer or ""
         answer = anonymize(partial).text if ctx.settings.pii_anonymize else partial
-        metadata: dict[str, Any] = {
-            "latency_ms": int((time.time() - turn.started_at) * 1000),
-            **{k: v for k, v in ending.items() if k != "answer"},
-        }
+        timings = TimingsSection(latency_ms=int((time.time() - turn.started_at) * 1000))
         if error is not None:
-            metadata["error"] = {"code": _error_code(error), "type": type(error).__name__}
+            timings.error = TurnError(code=_error_code(error), type=type(error).__name__)
+        manifest = Manifest.model_validate(timings.dump()).merged(ending.manifest)
 
         async def write() -> DoneEvent | None:
             async with ctx.transaction(turn.tenant_id) as db:
@@ -327,7 +342,7 @@ class TurnRunner:
                     turn.turn_id,
                     status=status,
                     answer=answer,
-                    manifest=Manifest.model_validate(metadata),
+                    manifest=manifest,
                 )
                 if written:
                     return None
@@ -343,23 +358,24 @@ class TurnRunner:
             budget = ctx.settings.db_write_retry_seconds
             stored = await retry_through_outage(write, budget_seconds=budget, what="finish turn")
             if stored is not None:
-                turn.ending["stored"] = stored
+                turn.ending.stored = stored
             async with ctx.transaction(turn.tenant_id) as db:
                 await ctx.history.refresh(db, turn.tenant_id, turn.session_id)
         except Exception:
             logger.exception("could not record the end of turn", extra={"turn": str(turn.turn_id)})
 
 
-def _apply(state: dict[str, Any], update: dict[str, Any]) -> None:
-    """A node's update, as the turn's outcome sees it: its context_metadata merged in (also
-    persist's, which replaces the checkpoint's copy but adds to what the client is told)."""
-    metadata = update.get("context_metadata")
-    if isinstance(metadata, Overwrite):
-        metadata = metadata.value
-    before = state.get("context_metadata", {})
-    state.update(update)
-    if metadata is not None:
-        state["context_metadata"] = {**before, **metadata}
+def _apply(progress: _Progress, update: TurnUpdate) -> None:
+    """A node's update, as the turn's outcome sees it: its manifest sections merged in by the
+    state's reducer (also persist's, which replaces the checkpoint's copy but adds to what the
+    client is told)."""
+    rest = update.copy()  # the graph's own update: not changed here
+    sections = rest.pop("context_metadata", None)
+    progress.state.update(rest)
+    if isinstance(sections, Overwrite):
+        progress.manifest = add_sections(progress.manifest, cast(JsonObject, sections.value))
+    elif sections is not None:
+        progress.manifest = add_sections(progress.manifest, sections)
 
 
 def _error_code(error: BaseException) -> str:

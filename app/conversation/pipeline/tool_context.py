@@ -8,9 +8,9 @@ tools added.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -18,20 +18,22 @@ from app.conversation.pipeline.budget import AWAITING_SUMMARY, MIN_PASSAGE_TOKEN
 from app.conversation.pipeline.context_quality import quality_score
 from app.conversation.pipeline.state import Composition
 from app.conversation.pipeline.tools import instruction_tokens
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import SourceDistribution, ToolCall, Truncation
 from app.conversation.turn.types import PassageData, SourceRef
 from app.llm.tokens import count_tokens, truncate_to_tokens
 
 OVER_BUDGET_RESULT = "The results did not fit in the context budget; answer from what you have."
 
 
-def prompt_tokens(metadata: dict[str, Any]) -> int:
+def prompt_tokens(manifest: Manifest) -> int:
     """The tool-calling prompt: build_context's prompt plus the agent instructions."""
-    return int(metadata.get("token_count", 0)) + instruction_tokens()
+    return (manifest.token_count or 0) + instruction_tokens()
 
 
-def result_allowance(metadata: dict[str, Any]) -> int:
+def result_allowance(manifest: Manifest) -> int:
     """What tool results may add to the prompt over the whole turn."""
-    return max(0, int(metadata.get("token_budget", 0)) - prompt_tokens(metadata))
+    return max(0, (manifest.token_budget or 0) - prompt_tokens(manifest))
 
 
 @dataclass
@@ -41,11 +43,11 @@ class FittedResult:
     text: str
     sources: list[SourceRef]
     tokens: int
-    note: dict[str, Any] | None = field(default=None)
+    note: Truncation | None = field(default=None)
 
 
 def fit_result(
-    text: str, new_sources: Sequence[SourceRef], available: int, record: dict[str, Any]
+    text: str, new_sources: Sequence[SourceRef], available: int, record: ToolCall
 ) -> FittedResult:
     """A tool result cut to `available` tokens (or replaced by a short notice when too little
     is left); new sources whose passage was cut away entirely are not numbered."""
@@ -63,13 +65,13 @@ def fit_result(
         if at >= 0:  # numbered in what the model read: keep it, with the part it read
             shown = cut[at + len(header) :].split("\n\n[", 1)[0]
             kept.append(SourceRef(**{**source, "text": shown}))
-    note = {
-        "kind": "tool_result",
-        "tool": record.get("tool"),
-        "tokens_before": tokens,
-        "tokens_after": count_tokens(cut) if cut != OVER_BUDGET_RESULT else 0,
-        "reason": "over budget",
-    }
+    note = Truncation(
+        kind="tool_result",
+        tool=record.tool,
+        tokens_before=tokens,
+        tokens_after=count_tokens(cut) if cut != OVER_BUDGET_RESULT else 0,
+        reason="over budget",
+    )
     # The notice is the one thing past the allowance: a few tokens, so that every tool call
     # still gets its answer.
     return FittedResult(cut, kept, count_tokens(cut), note)
@@ -85,14 +87,27 @@ def first_search_query(exchange: Sequence[BaseMessage]) -> str | None:
     return None
 
 
+class ToolTurnFigures(TypedDict):
+    """The budget section's figures that depend on the sources, after the tools ran."""
+
+    token_count: int
+    source_distribution: SourceDistribution
+    quality_score: float
+    truncated: list[Truncation]
+    truncation_applied: bool
+
+
 def tool_turn_metadata(
-    metadata: dict[str, Any],
+    metadata: Manifest | Mapping[str, object],
     composition: Composition,
     sources: Sequence[SourceRef],
     retrieved: int,
-) -> dict[str, Any]:
-    """The manifest's keys that depend on the sources, recomputed after the last round."""
-    tools_meta = metadata.get("tools", {})
+) -> ToolTurnFigures:
+    """The manifest's figures that depend on the sources, recomputed after the last round
+    (from the manifest so far, typed or as stored)."""
+    manifest = metadata if isinstance(metadata, Manifest) else Manifest.read(dict(metadata))
+    tools_cut = manifest.tools.truncated if manifest.tools else []
+    prompt_cut = manifest.truncated or []
     chosen = [
         (
             PassageData(
@@ -110,22 +125,22 @@ def tool_turn_metadata(
         for s in sources
         if s["kind"] in ("kb", "attachment")
     ]
-    truncated = [*metadata.get("truncated", []), *tools_meta.get("truncated", [])]
-    distribution = dict(metadata.get("source_distribution", {}))
-    distribution["kb"] = sum(t for p, _, t in chosen if p["kind"] == "kb")
-    distribution["attachment"] = sum(t for p, _, t in chosen if p["kind"] == "attachment")
-    cut_results = bool(tools_meta.get("truncated"))
-    # As build_context scores it: anything its budget cut (question, passages, history).
-    cut_prompt = any(
-        t.get("kind") != "tool_result" and t.get("reason") != AWAITING_SUMMARY
-        for t in metadata.get("truncated", [])
+    distribution = (manifest.source_distribution or SourceDistribution()).model_copy(
+        update={
+            "kb": sum(t for p, _, t in chosen if p["kind"] == "kb"),
+            "attachment": sum(t for p, _, t in chosen if p["kind"] == "attachment"),
+        }
     )
-    return {
-        "token_count": prompt_tokens(metadata) + int(tools_meta.get("result_tokens", 0)),
-        "source_distribution": distribution,
-        "quality_score": quality_score(
+    cut_results = bool(tools_cut)
+    # As build_context scores it: anything its budget cut (question, passages, history).
+    cut_prompt = any(t.kind != "tool_result" and t.reason != AWAITING_SUMMARY for t in prompt_cut)
+    result_tokens = (manifest.tools.result_tokens if manifest.tools else None) or 0
+    return ToolTurnFigures(
+        token_count=prompt_tokens(manifest) + result_tokens,
+        source_distribution=distribution,
+        quality_score=quality_score(
             composition, chosen, max(retrieved, len(chosen)), cut_results or cut_prompt
         ),
-        "truncated": truncated,
-        "truncation_applied": bool(metadata.get("truncation_applied")) or cut_results,
-    }
+        truncated=[*prompt_cut, *tools_cut],
+        truncation_applied=bool(manifest.truncation_applied) or cut_results,
+    )

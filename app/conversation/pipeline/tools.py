@@ -24,7 +24,9 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.source_framing import defuse, quote_source
 from app.conversation.pipeline.state import TurnState
 from app.conversation.repository import TurnRepository
+from app.conversation.turn.manifest_records import ToolCall
 from app.conversation.turn.types import SourceRef
+from app.core.json_types import JsonObject
 from app.core.text import content_words
 from app.llm.responder import ChatModelResponder, Responder
 from app.llm.tokens import count_tokens, truncate_to_tokens
@@ -32,7 +34,7 @@ from app.llm.tokens import count_tokens, truncate_to_tokens
 PAST_TURNS_LIMIT = 5
 PAST_ANSWER_TOKENS = 800
 
-TOOL_SCHEMAS: list[dict[str, Any]] = [
+TOOL_SCHEMAS: list[dict[str, Any]] = [  # as LangChain's bind_tools takes them
     {
         "type": "function",
         "function": {
@@ -113,7 +115,7 @@ class ToolOutcome:
 
     text: str
     """What the model reads."""
-    record: dict[str, Any]
+    record: ToolCall
     """What the audit keeps: the call and the ids it returned."""
     new_sources: list[SourceRef] = field(default_factory=list)
 
@@ -123,22 +125,22 @@ async def run_tool(
     db: AsyncSession,
     state: TurnState,
     name: str,
-    args: dict[str, Any],
+    args: JsonObject,
     sources: list[SourceRef],
 ) -> ToolOutcome:
     """Run the tool the model asked for, scoped to the turn's tenant, user and session."""
-    record: dict[str, Any] = {"tool": name, "args": _short_args(args)}
+    record = ToolCall(tool=name, args=_short_args(args))
     if name == "search_knowledge_base":
         return await _search(ctx, db, state, str(args.get("query", "")), sources, record)
     if name == "retrieve_past_answer":
         return await _past_answer(db, state, str(args.get("turn_id", "")), record)
     if name == "lookup_past_conversation":
         return await _past_turns(db, state, str(args.get("topic", "")), record)
-    record["error"] = "unknown_tool"
+    record.error = "unknown_tool"
     return ToolOutcome(f"There is no tool named {name!r}.", record)
 
 
-def _short_args(args: dict[str, Any]) -> dict[str, str]:
+def _short_args(args: JsonObject) -> dict[str, str]:
     return {str(k): str(v)[:200] for k, v in args.items()}
 
 
@@ -148,16 +150,16 @@ async def _search(
     state: TurnState,
     query: str,
     sources: list[SourceRef],
-    record: dict[str, Any],
+    record: ToolCall,
 ) -> ToolOutcome:
     if not query.strip():
-        record["result_ids"] = []
+        record.result_ids = []
         return ToolOutcome("The query was empty.", record)
     found = await ctx.retriever.search(
         db,
-        uuid.UUID(state["tenant_id"]),
+        state["tenant_id"],
         query,
-        attachment_ids=[uuid.UUID(a) for a in state["active_attachment_ids"]],
+        attachment_ids=state["active_attachment_ids"],
         k=ctx.settings.retrieval_k,
     )
     known = {s["id"]: s["n"] for s in sources}
@@ -183,42 +185,40 @@ async def _search(
             lines.append(quote_source(n, passage.title, new[-1]["text"], passage.location))
         else:  # its text is already in the prompt: quoting it again would spend the budget
             lines.append(f"[{n}] {defuse(passage.title)} (already among the sources above)")
-    record["result_ids"] = [p.id for p in found]
+    record.result_ids = [p.id for p in found]
     return ToolOutcome("\n\n".join(lines) or "Nothing relevant was found.", record, new)
 
 
 async def _past_answer(
-    db: AsyncSession, state: TurnState, turn_id: str, record: dict[str, Any]
+    db: AsyncSession, state: TurnState, turn_id: str, record: ToolCall
 ) -> ToolOutcome:
     try:
         wanted = uuid.UUID(turn_id)
     except ValueError:
-        record["result_ids"] = []
+        record.result_ids = []
         return ToolOutcome("That is not a turn id.", record)
-    turns = TurnRepository(db, uuid.UUID(state["tenant_id"]))
-    row = await turns.finished_answer(
-        uuid.UUID(state["user_id"]), uuid.UUID(state["session_id"]), wanted
-    )
+    turns = TurnRepository(db, state["tenant_id"])
+    row = await turns.finished_answer(state["user_id"], state["session_id"], wanted)
     if row is None:
-        record["result_ids"] = []
+        record.result_ids = []
         return ToolOutcome("No earlier answer has that id.", record)
-    record["result_ids"] = [str(row.id)]
+    record.result_ids = [str(row.id)]
     answer = truncate_to_tokens(row.answer, PAST_ANSWER_TOKENS)
     return ToolOutcome(f"Question: {row.user_query}\nAnswer: {answer}", record)
 
 
 async def _past_turns(
-    db: AsyncSession, state: TurnState, topic: str, record: dict[str, Any]
+    db: AsyncSession, state: TurnState, topic: str, record: ToolCall
 ) -> ToolOutcome:
     words = [w for w in content_words(topic) if len(w) > 2][:8]
     if not words:
-        record["result_ids"] = []
+        record.result_ids = []
         return ToolOutcome("The topic was empty.", record)
-    turns = TurnRepository(db, uuid.UUID(state["tenant_id"]))
+    turns = TurnRepository(db, state["tenant_id"])
     rows = await turns.finished_about(
-        uuid.UUID(state["user_id"]), uuid.UUID(state["session_id"]), words, PAST_TURNS_LIMIT
+        state["user_id"], state["session_id"], words, PAST_TURNS_LIMIT
     )
-    record["result_ids"] = [str(r.id) for r in rows]
+    record.result_ids = [str(r.id) for r in rows]
     if not rows:
         return ToolOutcome("No earlier turn of this conversation is about that.", record)
     return ToolOutcome(

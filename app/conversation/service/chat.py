@@ -21,7 +21,6 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -41,6 +40,7 @@ from app.conversation.streaming.run import Finisher
 from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
+from app.conversation.turn.types import PublicSource
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.core.unit_of_work import Transactions, release
 from app.embeddings.base import Embedder, prefetch
@@ -105,7 +105,7 @@ class ChatService:
             finishers=self._finishers(claim),
         )
         done: DoneEvent | None = None
-        sources: list[dict[str, Any]] = []
+        sources: list[PublicSource] = []
         try:
             while done is None and (item := await run.next()) is not None:
                 _, event = item

@@ -17,12 +17,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.streaming.buffer import TERMINAL_EVENTS, BufferedEvent, BufferWriter
 from app.conversation.turn.events import DoneEvent, DoneExtras, TurnEvent
-from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.types import PublicSource, TurnMeta, Usage
 from app.llm.tokens import count_tokens
 from app.observability import metrics
 
@@ -37,24 +37,22 @@ class RunOutcome:
     """What a run produced, for the work done once it ends (idempotency record, quota)."""
 
     turn: PreparedTurn
-    meta: dict[str, Any] | None = None
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    meta: TurnMeta | None = None
+    sources: list[PublicSource] = field(default_factory=list)
     terminal: TurnEvent | None = None
     partial: list[str] = field(default_factory=list)
     """The streamed answer text, piece by piece."""
 
-    def spent(self) -> dict[str, int]:
+    def spent(self) -> Usage:
         """The usage of a run that did not complete: its prompt (once built) and what it
         streamed, both counted with the tokenizer."""
         prompt = self.turn.spend.prompt_tokens
         # Without streamed tokens (`/chat`), what the runner kept of the answer.
-        answered = "".join(self.partial) or self.turn.ending.get("answer", "")
+        answered = "".join(self.partial) or self.turn.ending.answer or ""
         completion = count_tokens(answered)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+        return Usage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        )
 
 
 Finisher = Callable[[RunOutcome], Awaitable[None]]
@@ -140,7 +138,7 @@ class RunHandle:
         if event.name == "token":
             outcome.partial.append(event.data["text"])
         elif event.name == "meta":
-            outcome.meta = event.data
+            outcome.meta = cast(TurnMeta, event.data)
         elif event.name == "sources":
             outcome.sources = event.data["sources"]
         elif event.name in TERMINAL_EVENTS:
@@ -170,12 +168,11 @@ class RunHandle:
         turn = self.turn
         # The runner checked the partial answer as it stored it (turn.ending).
         ending = turn.ending
-        stored = ending.get("stored")
-        if isinstance(stored, DoneEvent):
+        stored = ending.stored
+        if stored is not None:
             # The turn was finished before the stop took effect (persist's commit landed as
             # it arrived, or another process finished it): tell what is stored.
             return stored.event()
-        metadata = {k: v for k, v in ending.items() if k in ("triage", "validation", "sources")}
         extras = DoneExtras(stopped=True, turn_ms=round((time.time() - turn.started_at) * 1000, 3))
         if self.stop_reason:
             extras["reason"] = self.stop_reason
@@ -183,10 +180,10 @@ class RunHandle:
             turn_id=turn.turn_id,
             session_id=turn.session_id,
             status="incomplete",
-            answer=ending.get("answer", "".join(self.outcome.partial)),
-            query_composition=(self.outcome.meta or {}).get("query_composition"),
+            answer="".join(self.outcome.partial) if ending.answer is None else ending.answer,
+            query_composition=self.outcome.meta["query_composition"] if self.outcome.meta else None,
             usage=self.outcome.spent(),
-            context_metadata=Manifest.model_validate(metadata),
+            context_metadata=ending.manifest.public(),
             extras=extras,
         ).event()
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.types import PublicSource, Usage
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class DoneExtras(TypedDict, total=False):
     reason: str
     node_ms: dict[str, float]
     turn_ms: float
-    sources: list[dict[str, Any]]
+    sources: list[PublicSource]
     """A replayed answer carries its sources in `done` too."""
 
 
@@ -45,7 +46,7 @@ class DoneEvent:
     status: str
     answer: str
     query_composition: str | None
-    usage: Mapping[str, int]
+    usage: Usage | Mapping[str, int]
     context_metadata: Manifest
     extras: DoneExtras = field(default_factory=lambda: DoneExtras())
 

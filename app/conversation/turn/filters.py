@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
+
+from app.core.json_types import JsonObject
 
 Composition = Literal["pure_kb", "pure_doc", "hybrid", "chat"]
 FeedbackFilter = Literal["up", "down", "any"]
@@ -26,7 +28,7 @@ class TurnFilters:
     feedback: FeedbackFilter | None = None
     """Turns whose user gave this thumb ("any": either)."""
 
-    def as_details(self) -> dict[str, Any]:
+    def as_details(self) -> JsonObject:
         """The filters that were set, JSON-ready, for the audit log."""
         return {
             name: value.isoformat()

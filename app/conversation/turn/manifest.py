@@ -39,8 +39,7 @@ from app.conversation.turn.manifest_records import (
     UnavailableAttachment,
     Validation,
 )
-
-JsonObject = dict[str, JsonValue]
+from app.core.json_types import JsonObject
 
 MANIFEST_VERSION = 2
 """The version a turn's row records for the manifest it stores (ADR 0066)."""
@@ -60,7 +59,7 @@ class RetrievalSection(Record):
     reformulated_query: str | None = None
     classification: Classification | None = None
     rewrite: Rewrite | None = None
-    relatedness: dict[str, JsonValue] | None = None
+    relatedness: dict[str, float | bool] | None = None
     retrieval: RetrievalRecord | None = None
     active_attachment_ids: list[uuid.UUID] | None = None
     attachments_unavailable: list[UnavailableAttachment] | None = None
@@ -194,11 +193,8 @@ class Manifest(
         data = self.dump()
         return Manifest.model_validate({k: v for k, v in data.items() if k not in self.PRIVATE})
 
-    def dump(self) -> JsonObject:
-        """The manifest as JSON-able data, as stored."""
-        return self.model_dump(mode="json")
-
-    def merged(self, update: Manifest | JsonObject) -> Manifest:
-        """This manifest with `update`'s fields added (each replacing the same field)."""
-        more = update.dump() if isinstance(update, Manifest) else update
+    def merged(self, update: Record | JsonObject) -> Manifest:
+        """This manifest with `update`'s fields added (each replacing the same field): a
+        section, another manifest, or stored data."""
+        more = update.dump() if isinstance(update, Record) else update
         return Manifest.model_validate({**self.dump(), **more})

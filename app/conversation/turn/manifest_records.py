@@ -10,13 +10,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     GetJsonSchemaHandler,
-    JsonValue,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from app.core.json_types import JsonObject
 from app.core.location import Location
 
 
@@ -31,6 +31,10 @@ class Record(BaseModel):
         data = handler(self)
         written = self.model_fields_set | set(self.__pydantic_extra__ or ())
         return {k: v for k, v in data.items() if k in written}
+
+    def dump(self) -> JsonObject:
+        """The record as JSON-able data (the fields that were set), as stored."""
+        return self.model_dump(mode="json")
 
     @classmethod
     def __get_pydantic_json_schema__(
@@ -73,7 +77,8 @@ class RetrievalRecord(Record):
     """What retrieve searched with and what each query contributed."""
 
     queries: list[RetrievalQuery] = []
-    contributions: dict[str, JsonValue] = {}
+    contributions: dict[str, list[str]] = {}
+    """Each passage's id, and the queries that brought it."""
 
 
 class UnavailableAttachment(Record):
@@ -113,7 +118,8 @@ class SummaryRecord(Record):
 
 
 class Truncation(Record):
-    """Something cut to fit the budget: a passage, the question or older history turns."""
+    """Something cut to fit the budget: a passage, the question, older history turns or a
+    tool's result (`tool`, in `round`)."""
 
     kind: str
     reason: str
@@ -121,6 +127,8 @@ class Truncation(Record):
     turns: int | None = None
     tokens_before: int | None = None
     tokens_after: int | None = None
+    tool: str | None = None
+    round: int | None = None
 
 
 class Dropped(Record):
@@ -199,13 +207,23 @@ class ToolCall(Record):
     """One tool call of the agent (its round, tool, arguments and outcome)."""
 
     round: int | None = None
+    tool: str | None = None
+    args: dict[str, str] | None = None
+    """Each argument as text, cut to 200 characters."""
+    result_ids: list[str] | None = None
+    error: str | None = None
 
 
 class ToolsRecord(Record):
     """The agent's tool calls, and the results cut to fit the budget."""
 
     calls: list[ToolCall] = []
-    truncated: list[Record] = []
+    truncated: list[Truncation] = []
+    rounds: int | None = None
+    loop_guard: bool | None = None
+    """Whether the loop guard stopped offering tools (the last call answered without)."""
+    result_tokens: int | None = None
+    """The tokens the tools' results added to the prompt."""
 
 
 class TurnError(Record):

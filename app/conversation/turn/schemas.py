@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.conversation.turn.events import DoneEvent, DoneExtras
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import TriageRecord, Validation
-from app.conversation.turn.types import ChatMessage
+from app.conversation.turn.types import ChatMessage, PublicSource
 from app.core.json_types import NO_NUL, NOT_BLANK
 from app.core.location import Location, location_of
 
@@ -134,7 +134,7 @@ class ChatResponse(BaseModel):
     """True when the turn was stopped on request (then `status` is `incomplete`)."""
 
     @classmethod
-    def of(cls, done: DoneEvent, sources: Sequence[Mapping[str, Any]]) -> ChatResponse:
+    def of(cls, done: DoneEvent, sources: Sequence[PublicSource]) -> ChatResponse:
         """The `/chat` answer of a turn's `done` and its (public) sources: what the endpoint
         returns, what an idempotent retry gets back and what its stream replays. A `done`
         read back from the turn's row carries the stored sources, which win."""
@@ -176,7 +176,7 @@ class ChatResponse(BaseModel):
             usage=self.usage.model_dump(),
             context_metadata=self.context_metadata,
             extras=DoneExtras(
-                sources=[s.model_dump(mode="json") for s in self.sources],
+                sources=[cast(PublicSource, s.model_dump(mode="json")) for s in self.sources],
                 model=self.model,
                 latency_ms=self.latency_ms,
                 stopped=self.stopped,
@@ -193,17 +193,17 @@ class StopResponse(BaseModel):
     the stop, so the turn was stored `incomplete` directly."""
 
 
-def public_source(source: Mapping[str, Any], cited: Collection[int]) -> dict[str, Any]:
+def public_source(source: Mapping[str, Any], cited: Collection[int]) -> PublicSource:
     """A source as the client sees it (`SourceOut`), from a turn's source or its manifest
     entry (both hold `n`, `id`, `kind`, `source_id`, `title`, `score`, `snippet`)."""
-    return {
-        "n": source["n"],
-        "id": source["id"],
-        "kind": source["kind"],
-        "source_id": source["source_id"],
-        "title": source["title"],
-        "score": round(float(source["score"]), 6),
-        "snippet": source["snippet"],
-        "cited": source["n"] in cited,
-        "location": location_of(source.get("location")),
-    }
+    return PublicSource(
+        n=source["n"],
+        id=source["id"],
+        kind=source["kind"],
+        source_id=source["source_id"],
+        title=source["title"],
+        score=round(float(source["score"]), 6),
+        snippet=source["snippet"],
+        cited=source["n"] in cited,
+        location=location_of(source.get("location")),
+    )

@@ -12,7 +12,15 @@ from typing import Literal, NotRequired, TypedDict
 from app.core.location import Location
 from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 
-__all__ = ["ChatMessage", "HistoryTurn", "PassageData", "SourceRef", "Usage"]
+__all__ = [
+    "ChatMessage",
+    "HistoryTurn",
+    "PassageData",
+    "PublicSource",
+    "SourceRef",
+    "TurnMeta",
+    "Usage",
+]
 
 
 class PassageData(TypedDict):
@@ -26,6 +34,28 @@ class PassageData(TypedDict):
     score: float
     location: NotRequired[Location]
     """Where the chunk is in its document (absent for chunks indexed before 0029)."""
+
+
+class PublicSource(TypedDict):
+    """A source as the client sees it (`SourceOut`): a snippet, not the passage."""
+
+    n: int
+    id: str
+    kind: Literal["kb", "attachment", "faq"]
+    source_id: str
+    title: str
+    score: float
+    snippet: str
+    cited: bool
+    location: Location
+
+
+class TurnMeta(TypedDict):
+    """The `meta` event's data: the turn, and the composition it was read as."""
+
+    session_id: str
+    turn_id: str
+    query_composition: str
 
 
 class Usage(TypedDict):

@@ -28,7 +28,7 @@ from app.conversation.pipeline.citations import check_citations
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.source_framing import question_message
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, manifest_of, turn_ids
 from app.conversation.pipeline.tool_context import (
     first_search_query,
     fit_result,
@@ -42,6 +42,8 @@ from app.conversation.pipeline.tools import (
     run_tool,
     tool_model,
 )
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import Citations, PromptCache, ToolsRecord
 from app.conversation.turn.types import ChatMessage, SourceRef, Usage
 from app.llm.responder import cache_tokens, to_langchain
 from app.llm.tokens import count_tokens
@@ -57,7 +59,7 @@ def _with_sources(state: TurnState, cache_breakpoints: bool) -> list[BaseMessage
     """The loop guard's last call: the question with every source gathered, no tools."""
     prompt = list(state["prompt"])
     # The question as the first call read it (build_context kept room for the instructions).
-    budget = state["context_metadata"]["token_budget"] - instruction_tokens()
+    budget = (manifest_of(state).token_budget or 0) - instruction_tokens()
     question = fit_question(state["query"], budget)
     prompt[-1] = question_message(state["sources"], question)
     return to_langchain(prompt, cache_breakpoints=cache_breakpoints)
@@ -68,7 +70,7 @@ def wants_tools(state: TurnState) -> bool:
     return bool(state["agent_messages"])
 
 
-async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """One model call of the tool-calling loop: tool calls, or the answer."""
     ctx = runtime.context
     model = tool_model(ctx.responder)
@@ -86,22 +88,24 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         )
         runnable = model.bind_tools(TOOL_SCHEMAS)
     reply = await _call(runnable, messages, stream_tokens=state["stream_tokens"])
-    tools_meta = dict(state["context_metadata"].get("tools", {}))
-    tools_meta.update(rounds=rounds, loop_guard=guard)
+    so_far = manifest_of(state)
+    tools_meta = (so_far.tools or ToolsRecord()).model_copy(
+        update={"rounds": rounds, "loop_guard": guard}
+    )
     usage = _usage(state, messages, reply)
     # What the provider's prompt cache served and stored over the turn's rounds (ADR 0035).
-    written = state["context_metadata"].get("prompt_cache", {}).get("cache_write_tokens", 0)
-    prompt_cache = {
-        "cached_prompt_tokens": usage.get("cached_prompt_tokens", 0),
-        "cache_write_tokens": written + cache_tokens(reply.usage_metadata)[1],
-    }
+    written = so_far.prompt_cache.cache_write_tokens if so_far.prompt_cache else 0
+    prompt_cache = PromptCache(
+        cached_prompt_tokens=usage.get("cached_prompt_tokens", 0),
+        cache_write_tokens=written + cache_tokens(reply.usage_metadata)[1],
+    )
     if reply.tool_calls and not guard:
         asked = AIMessage(content=reply.text, tool_calls=reply.tool_calls)
-        return {
-            "agent_messages": messages_to_dict([*messages, asked]),
-            "usage": usage,
-            "context_metadata": {"tools": tools_meta, "prompt_cache": prompt_cache},
-        }
+        return TurnUpdate(
+            agent_messages=messages_to_dict([*messages, asked]),
+            usage=usage,
+            context_metadata=Manifest(tools=tools_meta, prompt_cache=prompt_cache),
+        )
     checked = check_citations(reply.text, state["sources"])
     # retrieve already corrected the composition with its passages: only sources of a kind
     # it did not find (from the tools) correct it again.
@@ -113,39 +117,37 @@ async def agent(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
         refined = refine_with_results(refined, found | added)
     # build_context ran before any tool: bring its figures up to date with what was gathered.
     retrieved = {p["id"] for p in state["passages"]} | {
-        i
-        for c in tools_meta.get("calls", [])
-        if c["tool"] == "search_knowledge_base"
-        for i in c.get("result_ids", [])
+        i for c in tools_meta.calls if c.tool == "search_knowledge_base" for i in c.result_ids or []
     }
     searched = first_search_query(messages_from_dict(state["agent_messages"]))
-    metadata = {
-        **tool_turn_metadata(
-            {**state["context_metadata"], "tools": tools_meta},
-            refined.composition,
-            state["sources"],
-            len(retrieved),
-        ),
-        "composition_confidence": refined.confidence,
-        "tools": tools_meta,
-        "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
-        "model": ctx.responder.model_name,
-        "prompt_cache": prompt_cache,
-        "query_composition": refined.composition,
-        "sources": [manifest_source(s, count_tokens(s["text"])) for s in state["sources"]],
-    }
+    figures = tool_turn_metadata(
+        so_far.merged(Manifest(tools=tools_meta)),
+        refined.composition,
+        state["sources"],
+        len(retrieved),
+    )
+    manifest = Manifest(
+        **figures,
+        composition_confidence=refined.confidence,
+        tools=tools_meta,
+        citations=Citations(cited=checked.cited, removed_invalid=checked.removed),
+        model=ctx.responder.model_name,
+        prompt_cache=prompt_cache,
+        query_composition=refined.composition,
+        sources=[manifest_source(s, count_tokens(s["text"])) for s in state["sources"]],
+    )
     if searched is not None:  # the model's standalone query is this path's reformulation
-        metadata["reformulated_query"] = searched
-    return {
-        "answer": checked.text,
-        "model": ctx.responder.model_name,
-        "usage": usage,
-        "agent_messages": [],
-        "query_composition": refined.composition,
-        "composition_confidence": refined.confidence,
-        "reformulated_query": searched or state["reformulated_query"],
-        "context_metadata": metadata,
-    }
+        manifest.reformulated_query = searched
+    return TurnUpdate(
+        answer=checked.text,
+        model=ctx.responder.model_name,
+        usage=usage,
+        agent_messages=[],
+        query_composition=refined.composition,
+        composition_confidence=refined.confidence,
+        reformulated_query=searched or state["reformulated_query"],
+        context_metadata=manifest,
+    )
 
 
 async def _call(runnable: Any, messages: list[BaseMessage], *, stream_tokens: bool) -> AIMessage:
@@ -188,18 +190,19 @@ def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessage) -> U
     )
 
 
-async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Run the tool calls the model asked for; their results fit the remaining budget."""
     ctx = runtime.context
     messages = messages_from_dict(state["agent_messages"])
     asked = messages[-1]
     assert isinstance(asked, AIMessage)
     sources: list[SourceRef] = list(state["sources"])
-    tools_meta = dict(state["context_metadata"].get("tools", {}))
-    calls = list(tools_meta.get("calls", []))
-    cut = list(tools_meta.get("truncated", []))
-    used = int(tools_meta.get("result_tokens", 0))
-    allowance = result_allowance(state["context_metadata"])
+    so_far = manifest_of(state)
+    tools_meta = so_far.tools or ToolsRecord()
+    calls = list(tools_meta.calls)
+    cut = list(tools_meta.truncated)
+    used = tools_meta.result_tokens or 0
+    allowance = result_allowance(so_far)
     round_number = state["tool_rounds"] + 1
     async with ctx.transaction(turn_ids(state).tenant) as db:
         for call in asked.tool_calls:
@@ -209,15 +212,14 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, An
             used += fitted.tokens
             sources += fitted.sources
             if fitted.note is not None:
-                cut.append({"round": round_number, **fitted.note})
-            calls.append({"round": round_number, **outcome.record})
+                cut.append(fitted.note.model_copy(update={"round": round_number}))
+            calls.append(outcome.record.model_copy(update={"round": round_number}))
             messages.append(ToolMessage(fitted.text, tool_call_id=call["id"] or call["name"]))
-    tools_meta.update(calls=calls, rounds=round_number, result_tokens=used)
-    if cut:
-        tools_meta["truncated"] = cut
-    return {
-        "agent_messages": messages_to_dict(messages),
-        "sources": sources,
-        "tool_rounds": round_number,
-        "context_metadata": {"tools": tools_meta},
-    }
+    update = {"calls": calls, "rounds": round_number, "result_tokens": used}
+    tools_meta = tools_meta.model_copy(update=update | ({"truncated": cut} if cut else {}))
+    return TurnUpdate(
+        agent_messages=messages_to_dict(messages),
+        sources=sources,
+        tool_rounds=round_number,
+        context_metadata=Manifest(tools=tools_meta),
+    )

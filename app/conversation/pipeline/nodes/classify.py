@@ -5,8 +5,6 @@ the guess of the query's composition."""
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
-from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -20,7 +18,9 @@ from app.conversation.pipeline.query_plan import (
     plan_queries,
     relatedness,
 )
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import RetrievalPlan, TurnState, TurnUpdate, turn_ids
+from app.conversation.turn.manifest import RetrievalSection
+from app.conversation.turn.manifest_records import Classification, Rewrite
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ async def _model_rewrite(ctx: TurnContext, state: TurnState) -> str | None:
     return keep_user_words(rewritten.strip().strip('"'), state["query"])
 
 
-async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Weigh the conversation, plan the queries (rewriting a dependent question) and guess
     the query's composition."""
     ctx = runtime.context
@@ -80,21 +80,20 @@ async def classify(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         attachments=len(state["active_attachment_ids"]),
         knowledge_base=has_kb,
     )
-    return {
-        "is_follow_up": follow_up,
-        "reformulated_query": reformulated,
-        "retrieval_plan": {
-            "queries": [asdict(q) for q in queries],
-            "cited_weight": cited_weight(related) if history else 0.0,
-        },
-        "query_composition": guess.composition,
-        "composition_confidence": guess.confidence,
-        "context_metadata": {
-            "classification": {"reason": guess.reason, "rewrite": how, "knowledge_base": has_kb},
-            "rewrite": {"by": by, "model": _rewrite_model(ctx) if by == "llm" else None},
-            "relatedness": related.as_dict(),
-        },
-    }
+    return TurnUpdate(
+        is_follow_up=follow_up,
+        reformulated_query=reformulated,
+        retrieval_plan=RetrievalPlan(
+            queries=queries, cited_weight=cited_weight(related) if history else 0.0
+        ),
+        query_composition=guess.composition,
+        composition_confidence=guess.confidence,
+        context_metadata=RetrievalSection(
+            classification=Classification(reason=guess.reason, rewrite=how, knowledge_base=has_kb),
+            rewrite=Rewrite(by=by, model=_rewrite_model(ctx) if by == "llm" else None),
+            relatedness=related.as_dict(),
+        ),
+    )
 
 
 def _rewrite_model(ctx: TurnContext) -> str:

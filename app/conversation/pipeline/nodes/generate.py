@@ -4,19 +4,19 @@ are checked against the sources."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.citations import check_citations
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState
+from app.conversation.pipeline.state import TurnState, TurnUpdate
+from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest_records import Citations, PromptCache
 from app.conversation.turn.types import Usage
 from app.llm.responder import Generation, ModelRequest
 
 
-async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """The model's answer (streamed when the client watches)."""
     responder = runtime.context.responder
     generation = Generation()
@@ -40,18 +40,15 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         total_tokens=generation.prompt_tokens + generation.completion_tokens,
         cached_prompt_tokens=generation.cached_prompt_tokens,
     )
-    metadata = {
-        "citations": {"cited": checked.cited, "removed_invalid": checked.removed},
-        "model": responder.model_name,
+    manifest = Manifest(
+        citations=Citations(cited=checked.cited, removed_invalid=checked.removed),
+        model=responder.model_name,
         # What the provider's prompt cache served (ADR 0035): read, and written (Anthropic).
-        "prompt_cache": {
-            "cached_prompt_tokens": generation.cached_prompt_tokens,
-            "cache_write_tokens": generation.cache_write_tokens,
-        },
-    }
-    return {
-        "answer": checked.text,
-        "model": responder.model_name,
-        "usage": usage,
-        "context_metadata": metadata,
-    }
+        prompt_cache=PromptCache(
+            cached_prompt_tokens=generation.cached_prompt_tokens,
+            cache_write_tokens=generation.cache_write_tokens,
+        ),
+    )
+    return TurnUpdate(
+        answer=checked.text, model=responder.model_name, usage=usage, context_metadata=manifest
+    )

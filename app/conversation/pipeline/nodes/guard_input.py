@@ -23,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.policy import tenant_policy
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, turn_ids
 from app.conversation.turn.types import ChatMessage
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.input_checks import BLOCKED_ANSWERS, InputVerdict, check_input
@@ -102,7 +101,7 @@ async def _close_to_attack(ctx: TurnContext, message: str) -> bool:
         return False
 
 
-async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Check the messages against the tenant's input policy."""
     policy = await tenant_policy(runtime.context, turn_ids(state).tenant)
     messages = state["request_messages"]
@@ -116,17 +115,20 @@ async def guard_input(state: TurnState, runtime: Runtime[TurnContext]) -> dict[s
     earlier, dropped, verdict = await loop.run_in_executor(
         _GUARD_THREAD, _check_all, messages, policy, similar
     )
-    triage = {**state["triage"], "log": [*state["triage"]["log"], *dropped, *verdict.log]}
+    triage = state["triage"].copy()
+    triage["log"] = [*state["triage"]["log"], *dropped, *verdict.log]
     if verdict.flags:
         triage["flags"] = verdict.flags
     if verdict.blocked_by is not None:
         triage.update(
-            route="blocked",
-            skip_llm=True,
-            answer=BLOCKED_ANSWERS[verdict.blocked_by],
-            blocked_by=verdict.blocked_by,
+            {
+                "route": "blocked",
+                "skip_llm": True,
+                "answer": BLOCKED_ANSWERS[verdict.blocked_by],
+                "blocked_by": verdict.blocked_by,
+            }
         )
-    update: dict[str, Any] = {"triage": triage}
+    update = TurnUpdate(triage=triage)
     if len(earlier) < len(messages) - 1:
         update["request_messages"] = [*earlier, messages[-1]]
     return update

@@ -8,14 +8,13 @@ budget), so nothing is lost between two folds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.cpu import chars_of, run_sized
 from app.conversation.pipeline.query_plan import history_query
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, turn_ids
 from app.conversation.turn.types import ChatMessage, HistoryTurn
 from app.embeddings.base import prefetch
 from app.pii.detect import anonymize
@@ -71,7 +70,7 @@ def split_window(
     return uncovered, max(0, first_cached - summarized)
 
 
-async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def load_history(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Load the session's summary and the turns it does not cover yet."""
     ctx = runtime.context
     ids = turn_ids(state)

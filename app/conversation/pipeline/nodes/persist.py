@@ -10,24 +10,23 @@ tells what is stored."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from app.conversation.history import HistorySnapshot
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, manifest_of, turn_ids
 from app.conversation.pipeline.summary import fold_due, summary_job
 from app.conversation.repository import TurnRepository
-from app.conversation.turn.manifest import Manifest
+from app.conversation.turn.manifest import TimingsSection
 from app.conversation.turn.types import HistoryTurn
 from app.core.db_outage import retry_through_outage
 from app.core.jobs import enqueue_after_commit
 from app.pii.detect import anonymize
 
 
-async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Complete the turn's row, refresh the session's cached history, enqueue a due fold."""
     ctx = runtime.context
     ids = turn_ids(state)
@@ -35,7 +34,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     query = state["stored_query"]
     answer = anonymize(state["answer"]).text if ctx.settings.pii_anonymize else state["answer"]
     latency_ms = int((time.time() - state["started_at"]) * 1000)
-    metadata = {**state["context_metadata"], "latency_ms": latency_ms}
+    manifest = manifest_of(state).merged(TimingsSection(latency_ms=latency_ms))
 
     async def write() -> HistorySnapshot:
         async with ctx.transaction(tenant) as db:
@@ -44,7 +43,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
                 session,
                 answer=answer,
                 query_composition=state["query_composition"],
-                manifest=Manifest.model_validate(metadata),
+                manifest=manifest,
                 model=state["model"],
                 prompt_tokens=state["usage"]["prompt_tokens"],
                 completion_tokens=state["usage"]["completion_tokens"],
@@ -59,7 +58,7 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
                     summarized_turns=summary[1],
                 )
                 this_turn = HistoryTurn(
-                    turn_id=state["turn_id"], user_query=query, answer=answer, status="complete"
+                    turn_id=str(ids.turn), user_query=query, answer=answer, status="complete"
                 )
                 snapshot = ctx.history.extended(loaded, this_turn, summary)
             else:
@@ -82,4 +81,6 @@ async def persist(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, 
     await ctx.history.store(tenant, session, snapshot)  # after the commit
     # The row now holds the whole manifest; the thread's checkpoint keeps only the outcome
     # (ADR 0024), so the merged metadata is replaced, not extended.
-    return {"status": "complete", "context_metadata": Overwrite({"latency_ms": latency_ms})}
+    return TurnUpdate(
+        status="complete", context_metadata=Overwrite(TimingsSection(latency_ms=latency_ms).dump())
+    )

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState
+from app.conversation.pipeline.state import TurnState, TurnUpdate
 from app.core.errors import UnprocessableEntity
 
 
-async def process_messages(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def process_messages(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Split the request into the query and the client-sent history."""
     messages = state["request_messages"]
     if not messages or messages[-1]["role"] != "user" or not messages[-1]["content"].strip():

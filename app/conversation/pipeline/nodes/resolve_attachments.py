@@ -8,33 +8,34 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
 
 from langgraph.runtime import Runtime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, turn_ids
 from app.conversation.repository import SessionStateRepository
+from app.conversation.turn.manifest import RetrievalSection
+from app.conversation.turn.manifest_records import UnavailableAttachment
 from app.core.errors import AppError, NotFound, UnprocessableEntity
 
 
-async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def resolve_attachments(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Link the requested attachments and wait for the active ones to be ready."""
     ctx = runtime.context
     ids = turn_ids(state)
     tenant, session, user = ids.tenant, ids.session, ids.user
-    requested = [uuid.UUID(a) for a in state["request_attachment_ids"]]
-    active = [uuid.UUID(a) for a in state["session_attachment_ids"]]
+    requested = state["request_attachment_ids"]
+    active = state["session_attachment_ids"]
     if requested:
         async with ctx.transaction(tenant) as db:
             await _attach(db, tenant, user, session, requested)
             active = await SessionStateRepository(db, tenant).active_attachment_ids(session)
     usable, unavailable = await _await_processing(ctx, tenant, active, set(requested))
-    return {
-        "active_attachment_ids": [str(a) for a in usable],
-        "context_metadata": {"attachments_unavailable": unavailable},
-    }
+    return TurnUpdate(
+        active_attachment_ids=usable,
+        context_metadata=RetrievalSection(attachments_unavailable=unavailable),
+    )
 
 
 async def _attach(
@@ -58,7 +59,7 @@ POLL_SECONDS = 0.25
 
 async def _await_processing(
     ctx: TurnContext, tenant: uuid.UUID, active: list[uuid.UUID], requested: set[uuid.UUID]
-) -> tuple[list[uuid.UUID], list[dict[str, str]]]:
+) -> tuple[list[uuid.UUID], list[UnavailableAttachment]]:
     """Wait (up to the configured time) until every active attachment is processed. One the
     user just attached that failed is an error; an older one that failed is left out."""
     if not active:
@@ -86,7 +87,7 @@ async def _await_processing(
             )
     ready = {r.id for r in rows if r.status == "ready"}
     return [a for a in active if a in ready], [
-        {"id": str(r.id), "status": r.status} for r in failed
+        UnavailableAttachment(id=str(r.id), status=r.status) for r in failed
     ]
 
 

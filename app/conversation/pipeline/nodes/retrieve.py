@@ -15,8 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import TurnState, TurnUpdate, manifest_of, turn_ids
 from app.conversation.repository import TurnRepository
+from app.conversation.turn.manifest import RetrievalSection
+from app.conversation.turn.manifest_records import RetrievalQuery, RetrievalRecord
 from app.conversation.turn.types import HistoryTurn, PassageData
 from app.retrieval.base import Passage
 from app.retrieval.multi_query import CITED, WeightedQuery
@@ -59,24 +61,22 @@ def _passage(p: Passage) -> PassageData:
     )
 
 
-async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Hybrid retrieval of the passages for the turn's planned queries."""
     ctx = runtime.context
     guess = CompositionGuess(
         state["query_composition"],
         state["composition_confidence"],
-        state["context_metadata"].get("classification", {}).get("reason", ""),
+        _classification_reason(state),
     )
     plan = state["retrieval_plan"]
-    queries = [WeightedQuery(**q) for q in plan.get("queries", [])] or [
-        WeightedQuery("question", state["query"], 1.0)
-    ]
+    queries = list(plan["queries"]) or [WeightedQuery("question", state["query"], 1.0)]
     queries = [q for q in queries if q.weight > 0]
     passages: list[PassageData] = []
-    manifest: dict[str, Any] = {}
+    manifest: RetrievalSection | None = None
     if guess.composition != "chat" or state["is_follow_up"]:
         tenant = turn_ids(state).tenant
-        attachments = [uuid.UUID(a) for a in state["active_attachment_ids"]]
+        attachments = state["active_attachment_ids"]
         k = ctx.settings.retrieval_k
         if len(queries) == 1:  # no conversation: exactly the single search of before
             async with ctx.reads(tenant) as db:
@@ -88,7 +88,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
             cited: list[str] = []
             weight = 0.0
         else:
-            weight = float(plan.get("cited_weight", 0.0))
+            weight = plan["cited_weight"]
             cited = []
 
             async def previous_citations(db: AsyncSession) -> list[str]:
@@ -106,19 +106,24 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
             )
             passages = [_passage(h.passage) for h in result.hits]
             contributions = result.contributions
-        manifest = {
-            "retrieval": {
-                "queries": [{"name": q.name, "text": q.text, "weight": q.weight} for q in queries]
-                + ([{"name": CITED, "chunks": cited, "weight": weight}] if cited else []),
-                "contributions": contributions,
-            }
-        }
+        searched = [RetrievalQuery(name=q.name, text=q.text, weight=q.weight) for q in queries]
+        if cited:
+            searched.append(RetrievalQuery(name=CITED, chunks=cited, weight=weight))
+        manifest = RetrievalSection(
+            retrieval=RetrievalRecord(queries=searched, contributions=contributions)
+        )
     refined = refine_with_results(guess, (p["kind"] for p in passages))
-    update: dict[str, Any] = {
-        "passages": passages,
-        "query_composition": refined.composition,
-        "composition_confidence": refined.confidence,
-    }
-    if manifest:
+    update = TurnUpdate(
+        passages=passages,
+        query_composition=refined.composition,
+        composition_confidence=refined.confidence,
+    )
+    if manifest is not None:
         update["context_metadata"] = manifest
     return update
+
+
+def _classification_reason(state: TurnState) -> str:
+    """Why classify guessed the composition it did (retrieve refines that guess)."""
+    classification = manifest_of(state).classification
+    return (classification.reason if classification else None) or ""

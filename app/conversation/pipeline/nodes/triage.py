@@ -12,14 +12,12 @@ the model answers), `skip_llm`, `log` (one line per step) and the early `answer`
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.followups import is_follow_up
 from app.conversation.pipeline.policy import tenant_policy
-from app.conversation.pipeline.state import TurnState, turn_ids
+from app.conversation.pipeline.state import FaqHit, Triage, TurnState, TurnUpdate, turn_ids
 from app.conversation.pipeline.tools import tool_model
 from app.conversation.turn.types import HistoryTurn
 from app.faqs.service import closest_faq
@@ -33,7 +31,7 @@ from app.guardrails.triage_rules import (
 )
 
 
-def _relevance(state: TurnState, policy: TenantPolicy, triage: dict[str, Any]) -> str:
+def _relevance(state: TurnState, policy: TenantPolicy, triage: Triage) -> str:
     query = state["query"]
     if not policy.topics:
         return "triage_relevance: PASS (no topic restriction)"
@@ -41,13 +39,13 @@ def _relevance(state: TurnState, policy: TenantPolicy, triage: dict[str, Any]) -
         return "triage_relevance: PASS (small talk or follow-up)"
     if on_topic(query, policy.topics):
         return "triage_relevance: PASS"
-    triage.update(route="off_topic", skip_llm=True, answer=off_topic_answer(policy.topics))
+    triage.update(
+        {"route": "off_topic", "skip_llm": True, "answer": off_topic_answer(policy.topics)}
+    )
     return "triage_relevance: OFF TOPIC"
 
 
-async def _faq(
-    ctx: TurnContext, state: TurnState, policy: TenantPolicy, triage: dict[str, Any]
-) -> str:
+async def _faq(ctx: TurnContext, state: TurnState, policy: TenantPolicy, triage: Triage) -> str:
     if not policy.faq_count:
         return "triage_faq: NO FAQS"
     tenant = turn_ids(state).tenant
@@ -59,28 +57,37 @@ async def _faq(
     if match.similarity < policy.faq_threshold:
         return f"triage_faq: NO MATCH (best {match.similarity:.2f} < {policy.faq_threshold:.2f})"
     triage.update(
-        route="faq",
-        skip_llm=True,
-        answer=match.answer,
-        faq={"id": match.id, "question": match.question, "similarity": match.similarity},
+        {
+            "route": "faq",
+            "skip_llm": True,
+            "answer": match.answer,
+            "faq": FaqHit(id=match.id, question=match.question, similarity=match.similarity),
+        }
     )
     return f"triage_faq: MATCH {match.id} ({match.similarity:.2f})"
 
 
-def _intent(state: TurnState, policy: TenantPolicy, triage: dict[str, Any], route: str) -> str:
+def _intent(state: TurnState, policy: TenantPolicy, triage: Triage, route: str) -> str:
     intent = smalltalk_intent(state["query"]) if policy.smalltalk else None
     if intent is None:
         triage["route"] = route
         return f"triage_intent: ROUTE -> {route}"
-    triage.update(route="smalltalk", skip_llm=True, answer=SMALLTALK_ANSWERS[intent], intent=intent)
+    triage.update(
+        {
+            "route": "smalltalk",
+            "skip_llm": True,
+            "answer": SMALLTALK_ANSWERS[intent],
+            "intent": intent,
+        }
+    )
     return f"triage_intent: {intent.upper()}"
 
 
-async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Run the triage steps that may answer without the model."""
     ctx = runtime.context
     policy = await tenant_policy(ctx, turn_ids(state).tenant)
-    decided = dict(state["triage"])
+    decided = state["triage"].copy()
     log = list(decided["log"])
     for step in ("triage_relevance", "triage_faq", "triage_intent"):
         if decided["skip_llm"]:
@@ -93,7 +100,7 @@ async def triage(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, A
             route = "tools" if uses_tools(ctx) else "llm"
             log.append(_intent(state, policy, decided, route))
     decided["log"] = log
-    return {"triage": decided, "history": redact_blocked(state["history"])}
+    return TurnUpdate(triage=decided, history=redact_blocked(state["history"]))
 
 
 BLOCKED_REPLIES = frozenset(BLOCKED_ANSWERS.values())

@@ -8,16 +8,14 @@ itself against a state no request could have produced.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState
+from app.conversation.pipeline.state import TurnState, TurnUpdate
 from app.core.errors import UnprocessableEntity
 
 
-async def validate(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def validate(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     """Refuse a request the pipeline cannot run."""
     ctx = runtime.context
     if not all((state["tenant_id"], state["user_id"], state["session_id"], state["turn_id"])):
