@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from app.access.scope import restrict_to_user
 from app.audit import service as audit
 from app.audit.schemas import AuditTurnRecord
 from app.auth.principal import Principal
@@ -57,6 +58,10 @@ class Toolbox:
         settings = self.context.settings
         await admit_search(self.redis, self.principal.user_id, settings.rate_limit_search_per_min)
         async with self.context.transaction(tenant) as db:
+            # Only the collections the caller may see now (ADR 0078), as `/kb/search`.
+            await restrict_to_user(
+                db, tenant, self.principal.user_id, is_admin=self.principal.is_admin
+            )
             hits = await knowledge.search(db, self.retriever, tenant, query, k=k)
         return SearchOut.of(hits)
 

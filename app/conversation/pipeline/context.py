@@ -6,7 +6,7 @@ Never checkpointed; built once in lifespan and shared by every turn.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.conversation.history import HistoryStore
-from app.core.db import TENANT
+from app.core.db import COLLECTIONS, TENANT, collections_literal
 from app.core.jobs import RUNNER, JobRunner
 from app.embeddings.base import Embedder
 from app.guardrails.policy import TenantPolicies
@@ -45,10 +45,16 @@ class TurnContext:
     responder's own model rewrites."""
 
     @asynccontextmanager
-    async def transaction(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
-        """A database session scoped to the tenant, committed when the block ends without error."""
+    async def transaction(
+        self, tenant_id: str | uuid.UUID, *, collections: Sequence[uuid.UUID] | None = None
+    ) -> AsyncIterator[AsyncSession]:
+        """A database session scoped to the tenant (and, given `collections`, narrowed to
+        those knowledge-base collections, ADR 0078), committed when the block ends without
+        error."""
         async with self.sessionmaker() as db:
             db.info[TENANT] = tenant_id
+            if collections is not None:
+                db.info[COLLECTIONS] = collections_literal(collections)
             if self.jobs is not None:
                 db.info[RUNNER] = self.jobs  # jobs enqueued here run after the commit
             async with db.begin():

@@ -13,6 +13,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.repository import as_strings, visible_collection_ids
+from app.access.scope import restrict_to_user
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import TurnState, turn_ids
@@ -69,11 +71,15 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
     passages: list[PassageData] = []
     manifest: dict[str, Any] = {}
     if guess.composition != "chat" or state["is_follow_up"]:
-        tenant = turn_ids(state).tenant
+        ids = turn_ids(state)
+        tenant = ids.tenant
         attachments = [uuid.UUID(a) for a in state["active_attachment_ids"]]
         k = ctx.settings.retrieval_k
+        visible: list[uuid.UUID] = []
         if len(queries) == 1:  # no conversation: exactly the single search of before
             async with ctx.transaction(tenant) as db:
+                # What the user may see now, within the session's scope (ADR 0078).
+                visible = await restrict_to_user(db, tenant, ids.user, session_id=ids.session)
                 found = await ctx.retriever.search(
                     db, tenant, queries[0].text, attachment_ids=attachments, k=k
                 )
@@ -89,8 +95,10 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
                 cited.extend(await _previous_citations(db, state, state["history"]))
                 return cited
 
+            async with ctx.transaction(tenant) as db:
+                visible = await visible_collection_ids(db, tenant, ids.user, session_id=ids.session)
             result = await ctx.retriever.search_queries(
-                lambda: ctx.transaction(tenant),
+                lambda: ctx.transaction(tenant, collections=visible),
                 tenant,
                 queries,
                 attachment_ids=attachments,
@@ -105,7 +113,8 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
                 "queries": [{"name": q.name, "text": q.text, "weight": q.weight} for q in queries]
                 + ([{"name": CITED, "chunks": cited, "weight": weight}] if cited else []),
                 "contributions": contributions,
-            }
+            },
+            "access": {"collections": as_strings(visible)},
         }
     refined = refine_with_results(guess, (p["kind"] for p in passages))
     update: dict[str, Any] = {
