@@ -12,8 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.db import visible_collections
+from app.models import KbDocument
 
 # `admin` NULL: the account's own role decides (a turn knows the user, not the credential).
 _VISIBLE = text(
@@ -72,6 +75,22 @@ async def visible_collection_ids(
         {"tenant": tenant_id, "user": user_id, "admin": is_admin, "session": session_id},
     )
     return list(rows.scalars().all())
+
+
+async def visible_documents(
+    db: AsyncSession, tenant_id: uuid.UUID, document_ids: Sequence[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Which of these knowledge-base documents the caller may see now: filtered by the
+    collections `db` is narrowed to, and by the row-level-security policy."""
+    if not document_ids:
+        return set()
+    statement = select(KbDocument.id).where(
+        KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
+    )
+    narrowed = visible_collections(db)
+    if narrowed is not None:
+        statement = statement.where(KbDocument.collection_id.in_(narrowed))
+    return set((await db.execute(statement)).scalars().all())
 
 
 async def ensure_default_collection(db: AsyncSession, tenant_id: uuid.UUID) -> None:

@@ -65,7 +65,7 @@ class CollectionRepository(TenantRepository[KbCollection]):
         )
         return {
             cid: CollectionStats(int(n), int(size), int(chunks))
-            for cid, n, size, chunks in rows.tuples().all()
+            for cid, n, size, chunks in rows.all()
         }
 
     async def group_ids(
@@ -81,7 +81,7 @@ class CollectionRepository(TenantRepository[KbCollection]):
             .order_by(KbCollectionGroup.group_id)
         )
         found: dict[uuid.UUID, list[uuid.UUID]] = {}
-        for collection_id, group_id in rows.tuples().all():
+        for collection_id, group_id in rows.all():
             found.setdefault(collection_id, []).append(group_id)
         return found
 

@@ -27,7 +27,7 @@ class GroupRepository(TenantRepository[Group]):
         rows = await self.db.execute(
             select(Group, members).where(Group.tenant_id == self.tenant_id).order_by(Group.name)
         )
-        return [(group, int(count)) for group, count in rows.tuples().all()]
+        return [(group, int(count)) for group, count in rows.all()]
 
     async def by_name(self, name: str) -> Group | None:
         """The tenant's group of this name, or None."""

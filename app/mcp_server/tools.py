@@ -98,6 +98,12 @@ class Toolbox:
     ) -> TurnPage:
         """One of the caller's sessions' turns, newest first."""
         async with self.context.transaction(self.principal.tenant_id) as db:
+            await restrict_to_user(
+                db,
+                self.principal.tenant_id,
+                self.principal.user_id,
+                is_admin=self.principal.is_admin,
+            )
             items, next_cursor = await sessions.turns_page(
                 db, self.principal, session_id, limit=limit, cursor=cursor
             )

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.withhold import withhold_sources
 from app.auth.principal import Principal
 from app.conversation.checkpoints.repository import delete_thread
 from app.conversation.repository import TurnRepository
@@ -96,4 +97,12 @@ async def turns_page(
     await get_owned(db, principal, session_id)
     after = Cursor.decode(cursor) if cursor else None
     rows = await TurnRepository(db, principal.tenant_id).page(session_id, limit=limit, after=after)
-    return split_page(rows, limit)
+    items, next_cursor = split_page(rows, limit)
+    # Sources of documents the caller may no longer see are withheld (ADR 0078); the rows
+    # shown so are detached first, so the stored record is never changed.
+    shown = await withhold_sources(db, principal.tenant_id, [t.context_metadata for t in items])
+    for turn, manifest in zip(items, shown, strict=True):
+        if manifest is not turn.context_metadata:
+            db.expunge(turn)
+            turn.context_metadata = manifest
+    return items, next_cursor
