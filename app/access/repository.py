@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import select, text
+from sqlalchemy import delete, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import visible_collections
-from app.models import KbDocument
+from app.models import AuditLog, KbDocument, SessionCollection
 
 # `admin` NULL: the account's own role decides (a turn knows the user, not the credential).
 _VISIBLE = text(
@@ -104,6 +104,47 @@ async def session_scope(
     """The collections a conversation is restricted to (empty: not restricted)."""
     rows = await db.execute(_SESSION_SCOPE, {"tenant": tenant_id, "session": session_id})
     return list(rows.scalars().all())
+
+
+async def replace_session_scope(
+    db: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID, ids: Sequence[uuid.UUID]
+) -> None:
+    """Restrict a conversation to exactly these collections (empty: lift the restriction)."""
+    await db.execute(
+        delete(SessionCollection).where(
+            SessionCollection.tenant_id == tenant_id, SessionCollection.session_id == session_id
+        )
+    )
+    if ids:
+        await db.execute(
+            insert(SessionCollection),
+            [
+                {"tenant_id": tenant_id, "session_id": session_id, "collection_id": c}
+                for c in dict.fromkeys(ids)
+            ],
+        )
+
+
+async def record_change(
+    db: AsyncSession,
+    tenant_id: uuid.UUID,
+    actor_id: uuid.UUID,
+    action: str,
+    resource: str,
+    before: object,
+    after: object,
+) -> None:
+    """An audit-log entry of a change of who sees what: who, what, before, after."""
+    db.add(
+        AuditLog(
+            tenant_id=tenant_id,
+            actor_user_id=actor_id,
+            action=action,
+            resource=resource,
+            details={"before": before, "after": after},
+        )
+    )
+    await db.flush()
 
 
 def as_strings(ids: Sequence[uuid.UUID]) -> list[str]:

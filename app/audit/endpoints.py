@@ -40,6 +40,7 @@ async def list_turns(
     min_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_quality: Annotated[float | None, Query(ge=0, le=1)] = None,
     truncated: bool | None = None,
+    collection_id: uuid.UUID | None = None,
     limit: Limit = 50,
     cursor: CursorParam = None,
 ) -> AuditTurnPage:
@@ -53,6 +54,7 @@ async def list_turns(
         min_quality=min_quality,
         max_quality=max_quality,
         truncated=truncated,
+        collection_id=collection_id,
     )
     return await service.list_turns(db, admin, filters, limit=limit, cursor=cursor)
 

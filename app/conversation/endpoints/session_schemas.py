@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.conversation.turn.manifest import Manifest
 from app.core.json_types import NOT_BLANK
@@ -32,13 +32,21 @@ class CreateSessionRequest(BaseModel):
 
 
 class UpdateSessionRequest(BaseModel):
-    """A new title for a chat session."""
+    """A new title for a chat session, and/or the collections its turns retrieve from
+    (`[]`: every collection the user may see; ADR 0078)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(max_length=TITLE_MAX, pattern=NOT_BLANK)
+    title: str | None = Field(default=None, max_length=TITLE_MAX, pattern=NOT_BLANK)
+    collection_ids: list[uuid.UUID] | None = Field(default=None, max_length=200)
 
     _title = field_validator("title")(_clean_title)
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateSessionRequest:
+        if self.title is None and self.collection_ids is None:
+            raise ValueError("send `title`, `collection_ids` or both")
+        return self
 
 
 class SessionResponse(BaseModel):
@@ -50,6 +58,13 @@ class SessionResponse(BaseModel):
     title: str
     created_at: datetime
     updated_at: datetime
+
+
+class UpdatedSessionResponse(SessionResponse):
+    """A chat session after a change, with the collections it is restricted to."""
+
+    collection_ids: list[uuid.UUID]
+    """Empty: not restricted (every collection the user may see)."""
 
 
 class SessionPage(BaseModel):

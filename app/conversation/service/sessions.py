@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.repository import session_scope
+from app.access.scope import set_session_scope
 from app.access.withhold import withhold_sources
 from app.auth.principal import Principal
 from app.conversation.checkpoints.repository import delete_thread
@@ -56,6 +59,27 @@ async def rename(
     await db.flush()
     await db.refresh(chat)
     return chat
+
+
+async def update(
+    db: AsyncSession,
+    principal: Principal,
+    session_id: uuid.UUID,
+    title: str | None,
+    collection_ids: Sequence[uuid.UUID] | None,
+) -> tuple[ChatSession, list[uuid.UUID]]:
+    """Retitle one of the caller's sessions and/or set the collections it retrieves from;
+    the session and its scope."""
+    chat = await get_owned(db, principal, session_id)
+    if collection_ids is not None:
+        await set_session_scope(
+            db, principal.tenant_id, principal.user_id, session_id, collection_ids
+        )
+    if title is not None:
+        chat.title = title
+        await db.flush()
+        await db.refresh(chat)
+    return chat, await session_scope(db, principal.tenant_id, session_id)
 
 
 async def delete(

@@ -22,6 +22,9 @@ class TurnFilters:
     min_quality: float | None = None
     max_quality: float | None = None
     truncated: bool | None = None
+    collection_id: uuid.UUID | None = None
+    """Turns that searched this knowledge-base collection (its manifest's
+    `access.collections`, within the session's scope; ADR 0078)."""
 
     def as_details(self) -> dict[str, Any]:
         """The filters that were set, JSON-ready, for the audit log."""

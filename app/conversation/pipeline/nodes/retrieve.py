@@ -13,8 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.access.repository import as_strings, visible_collection_ids
-from app.access.scope import restrict_to_user
+from app.access.repository import as_strings, session_scope, visible_collection_ids
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import TurnState, turn_ids
@@ -75,11 +74,13 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
         tenant = ids.tenant
         attachments = [uuid.UUID(a) for a in state["active_attachment_ids"]]
         k = ctx.settings.retrieval_k
-        visible: list[uuid.UUID] = []
+        # What the user may see now, within the session's scope: read for every turn, never
+        # cached, and held by RLS as well as by the search's filters (ADR 0078).
+        async with ctx.transaction(tenant) as db:
+            visible = await visible_collection_ids(db, tenant, ids.user, session_id=ids.session)
+            scope = await session_scope(db, tenant, ids.session)
         if len(queries) == 1:  # no conversation: exactly the single search of before
-            async with ctx.transaction(tenant) as db:
-                # What the user may see now, within the session's scope (ADR 0078).
-                visible = await restrict_to_user(db, tenant, ids.user, session_id=ids.session)
+            async with ctx.transaction(tenant, collections=visible) as db:
                 found = await ctx.retriever.search(
                     db, tenant, queries[0].text, attachment_ids=attachments, k=k
                 )
@@ -95,8 +96,6 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
                 cited.extend(await _previous_citations(db, state, state["history"]))
                 return cited
 
-            async with ctx.transaction(tenant) as db:
-                visible = await visible_collection_ids(db, tenant, ids.user, session_id=ids.session)
             result = await ctx.retriever.search_queries(
                 lambda: ctx.transaction(tenant, collections=visible),
                 tenant,
@@ -114,7 +113,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> dict[str,
                 + ([{"name": CITED, "chunks": cited, "weight": weight}] if cited else []),
                 "contributions": contributions,
             },
-            "access": {"collections": as_strings(visible)},
+            "access": {"collections": as_strings(visible), "scope": as_strings(scope)},
         }
     refined = refine_with_results(guess, (p["kind"] for p in passages))
     update: dict[str, Any] = {
