@@ -1,5 +1,5 @@
-"""Every statement on `kb_collections`, `kb_collection_groups` and `session_collections`,
-and the moves and batched deletions of documents between them."""
+"""Every statement on `kb_collections` and `kb_collection_groups`, and the moves and
+batched deletions of documents between collections (a session's scope: `app.access`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from app.core.repository import TenantRepository
-from app.models import KbChunk, KbCollection, KbCollectionGroup, KbDocument, SessionCollection
+from app.models import KbChunk, KbCollection, KbCollectionGroup, KbDocument
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,28 @@ class CollectionRepository(TenantRepository[KbCollection]):
         return await self.db.scalar(self.scoped().where(KbCollection.name == name))
 
     async def stats(self) -> dict[uuid.UUID, CollectionStats]:
-        """Each collection's document count, bytes and chunks (documents the caller sees)."""
-        rows = await self.db.execute(
+        """Each collection's document count, bytes and chunks (those the caller sees)."""
+        documents = await self.db.execute(
             select(
                 KbDocument.collection_id,
                 func.count(),
                 func.coalesce(func.sum(KbDocument.size_bytes), 0),
-                func.coalesce(func.sum(KbDocument.chunk_count), 0),
             )
             .where(KbDocument.tenant_id == self.tenant_id)
             .group_by(KbDocument.collection_id)
         )
+        chunks = dict(
+            (
+                await self.db.execute(
+                    select(KbChunk.collection_id, func.count())
+                    .where(KbChunk.tenant_id == self.tenant_id)
+                    .group_by(KbChunk.collection_id)
+                )
+            ).all()
+        )
         return {
-            cid: CollectionStats(int(n), int(size), int(chunks))
-            for cid, n, size, chunks in rows.all()
+            cid: CollectionStats(int(n), int(size), int(chunks.get(cid, 0)))
+            for cid, n, size in documents.all()
         }
 
     async def group_ids(
@@ -158,46 +166,3 @@ class CollectionRepository(TenantRepository[KbCollection]):
             .where(KbCollection.tenant_id == self.tenant_id, KbCollection.id == collection_id)
             .values(deletion_progress=progress)
         )
-
-    async def chunk_count(self, collection_id: uuid.UUID) -> int:
-        """How many chunks carry this collection (a test's and the bench's check)."""
-        return int(
-            await self.db.scalar(
-                select(func.count()).where(
-                    KbChunk.tenant_id == self.tenant_id, KbChunk.collection_id == collection_id
-                )
-            )
-            or 0
-        )
-
-    async def session_scope(self, session_id: uuid.UUID) -> list[uuid.UUID]:
-        """The collections a conversation is restricted to (empty: none)."""
-        return list(
-            await self.db.scalars(
-                select(SessionCollection.collection_id)
-                .where(
-                    SessionCollection.tenant_id == self.tenant_id,
-                    SessionCollection.session_id == session_id,
-                )
-                .order_by(SessionCollection.collection_id)
-            )
-        )
-
-    async def set_session_scope(
-        self, session_id: uuid.UUID, collection_ids: Sequence[uuid.UUID]
-    ) -> None:
-        """Restrict a conversation to exactly these collections (empty: lift the restriction)."""
-        await self.db.execute(
-            delete(SessionCollection).where(
-                SessionCollection.tenant_id == self.tenant_id,
-                SessionCollection.session_id == session_id,
-            )
-        )
-        if collection_ids:
-            await self.db.execute(
-                insert(SessionCollection),
-                [
-                    {"tenant_id": self.tenant_id, "session_id": session_id, "collection_id": c}
-                    for c in dict.fromkeys(collection_ids)
-                ],
-            )
