@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.db import visible_collections
+from app.core.db import COLLECTIONS, restrict_to_collections, set_scope
 from app.models import AuditLog, KbDocument, SessionCollection
 
 # `admin` NULL: the account's own role decides (a turn knows the user, not the credential).
@@ -77,20 +77,26 @@ async def visible_collection_ids(
     return list(rows.scalars().all())
 
 
-async def visible_documents(
+async def document_collections(
     db: AsyncSession, tenant_id: uuid.UUID, document_ids: Sequence[uuid.UUID]
-) -> set[uuid.UUID]:
-    """Which of these knowledge-base documents the caller may see now: filtered by the
-    collections `db` is narrowed to, and by the row-level-security policy."""
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Which collection each of these existing documents is in, whoever may see it: ids
+    only, never a title or a text. The one read that lifts the caller's narrowing (for this
+    statement; the tenant's policy still holds), so a replay can tell a source the user lost
+    from one that was deleted (ADR 0078)."""
     if not document_ids:
-        return set()
-    statement = select(KbDocument.id).where(
-        KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
-    )
-    narrowed = visible_collections(db)
-    if narrowed is not None:
-        statement = statement.where(KbDocument.collection_id.in_(narrowed))
-    return set((await db.execute(statement)).scalars().all())
+        return {}
+    narrowed = db.info.get(COLLECTIONS)
+    await restrict_to_collections(db, None)
+    try:
+        rows = await db.execute(
+            select(KbDocument.id, KbDocument.collection_id).where(
+                KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
+            )
+        )
+        return dict(rows.all())
+    finally:
+        await set_scope(db, {COLLECTIONS: narrowed})
 
 
 async def ensure_default_collection(db: AsyncSession, tenant_id: uuid.UUID) -> None:

@@ -1,7 +1,8 @@
 """Stored turns replayed to a user who lost access to some of their sources: the turn keeps
 its record, but the user is shown only what they may still see. A source of a document they
 may no longer see loses its title and snippet (`withheld: true`), and the manifest says
-which (`access.withheld_sources`) (issue 30, item 4)."""
+which (`access.withheld_sources`) (issue 30, item 4). A source whose document was deleted
+is shown as stored: nobody lost access to it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.access.repository import visible_documents
+from app.access.repository import document_collections
+from app.core.db import visible_collections
 
 HIDDEN_FIELDS = ("title", "snippet", "text")
 
@@ -36,19 +38,29 @@ async def withhold_sources(
         for source in manifest.get("sources") or []
         if (doc := _kb_document(source)) is not None
     }
-    visible = await visible_documents(db, tenant_id, sorted(documents))
-    if documents <= visible:
+    narrowed = visible_collections(db)
+    if narrowed is None or not documents:  # not narrowed: everything is visible
         return list(manifests)
-    return [_withheld(m, visible) for m in manifests]
+    allowed = set(narrowed)
+    lost = {
+        doc
+        for doc, collection in (
+            await document_collections(db, tenant_id, sorted(documents))
+        ).items()
+        if collection not in allowed
+    }
+    if not lost:  # a deleted document's source is shown as stored
+        return list(manifests)
+    return [_withheld(m, lost) for m in manifests]
 
 
-def _withheld(manifest: Any, visible: set[uuid.UUID]) -> Any:
+def _withheld(manifest: Any, lost: set[uuid.UUID]) -> Any:
     if not isinstance(manifest, dict) or not manifest.get("sources"):
         return manifest
     sources, hidden = [], []
     for source in manifest["sources"]:
         doc = _kb_document(source)
-        if doc is None or doc in visible:
+        if doc is None or doc not in lost:
             sources.append(source)
             continue
         kept = {k: v for k, v in source.items() if k not in HIDDEN_FIELDS}
