@@ -40,7 +40,7 @@ async def list_collections(admin: AdminPrincipal, db: DbSession) -> CollectionLi
     "/admin/collections",
     response_model=CollectionOut,
     status_code=status.HTTP_201_CREATED,
-    responses=error_responses(409),
+    responses=error_responses(404, 409),
 )
 async def create_collection(
     body: CollectionIn, admin: AdminPrincipal, db: DbSession

@@ -24,7 +24,7 @@ from app.collections.schemas import (
     VisibleCollectionList,
 )
 from app.core.db import visible_collections
-from app.core.errors import Conflict, NotFound, UnprocessableEntity
+from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.groups.repository import GroupRepository
 from app.groups.service import audit
@@ -70,7 +70,7 @@ async def _check_groups(db: AsyncSession, admin: Principal, group_ids: Sequence[
     found = {g.id for g in await GroupRepository(db, admin.tenant_id).by_ids(group_ids)}
     missing = [str(g) for g in group_ids if g not in found]
     if missing:
-        raise UnprocessableEntity(f"No such group: {', '.join(missing)}.", code="group_not_found")
+        raise NotFound(f"No such group: {', '.join(sorted(set(missing)))}.", code="group_not_found")
 
 
 async def list_collections(db: AsyncSession, admin: Principal) -> CollectionList:
@@ -97,7 +97,7 @@ async def get_collection(
 async def create_collection(
     db: AsyncSession, admin: Principal, body: CollectionIn
 ) -> CollectionOut:
-    """A new, empty collection (409 when the name is taken, 422 for an unknown group)."""
+    """A new, empty collection (409 when the name is taken, 404 for an unknown group)."""
     collections = CollectionRepository(db, admin.tenant_id)
     await collections.ensure_default()  # the tenant's first collection is never its only one
     if await collections.by_name(body.name) is not None:

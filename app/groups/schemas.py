@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.json_types import NOT_BLANK
 
@@ -55,16 +55,21 @@ class GroupDetail(GroupOut):
     member_list: list[MemberOut]
 
 
-class MemberIn(BaseModel):
-    """A member to add: by user id or by e-mail (one of the two)."""
+class MemberById(BaseModel):
+    """A member to add, by user id."""
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: uuid.UUID | None = None
-    email: str | None = Field(default=None, min_length=3, max_length=254, pattern=NOT_BLANK)
+    user_id: uuid.UUID
 
-    @model_validator(mode="after")
-    def _one_of(self) -> MemberIn:
-        if (self.user_id is None) == (self.email is None):
-            raise ValueError("send either `user_id` or `email`")
-        return self
+
+class MemberByEmail(BaseModel):
+    """A member to add, by e-mail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(min_length=3, max_length=254, pattern=NOT_BLANK)
+
+
+MemberIn = MemberById | MemberByEmail
+"""A member to add: by user id or by e-mail."""

@@ -15,7 +15,15 @@ from app.auth.principal import Principal
 from app.auth.repository import UserRepository
 from app.core.errors import Conflict, NotFound
 from app.groups.repository import GroupRepository
-from app.groups.schemas import GroupDetail, GroupIn, GroupList, GroupOut, MemberIn, MemberOut
+from app.groups.schemas import (
+    GroupDetail,
+    GroupIn,
+    GroupList,
+    GroupOut,
+    MemberById,
+    MemberIn,
+    MemberOut,
+)
 from app.models import AuditLog, Group, User
 
 
@@ -127,7 +135,10 @@ async def delete_group(db: AsyncSession, admin: Principal, group_id: uuid.UUID) 
 
 async def _user(db: AsyncSession, admin: Principal, body: MemberIn) -> User:
     users = UserRepository(db, admin.tenant_id)
-    user = await users.get(body.user_id) if body.user_id else await users.by_email(str(body.email))
+    if isinstance(body, MemberById):
+        user = await users.get(body.user_id)
+    else:
+        user = await users.by_email(body.email)
     if user is None:
         raise NotFound("No such user.", code="user_not_found")
     return user

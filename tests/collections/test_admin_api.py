@@ -98,3 +98,17 @@ async def test_a_collection_is_deleted_in_the_background_with_its_chunks(
     log = (await client.get("/admin/audit/log", headers=admin.headers)).json()["items"]
     deleted = next(e for e in log if e["action"] == "collection.delete")
     assert deleted["details"]["before"]["name"] == "Board room"
+
+
+async def test_erasure_removes_memberships_and_the_log_says_which(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    world = await make_world(client, db)
+    admin, member = world.callers["admin"], world.callers["member"]
+    erased = await client.delete(f"/admin/users/{member.user.id}", headers=admin.headers)
+    assert erased.status_code == 200, erased.text
+    detail = await client.get(f"/admin/groups/{world.group_id}", headers=admin.headers)
+    assert detail.json()["member_list"] == []
+    log = (await client.get("/admin/audit/log", headers=admin.headers)).json()["items"]
+    entry = next(e for e in log if e["action"] == "group.memberships_erased")
+    assert entry["details"] == {"before": [world.group_id], "after": []}

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.conversation.turn.manifest import Manifest
 from app.core.json_types import NOT_BLANK
@@ -33,7 +33,7 @@ class CreateSessionRequest(BaseModel):
 
 class UpdateSessionRequest(BaseModel):
     """A new title for a chat session, and/or the collections its turns retrieve from
-    (`[]`: every collection the user may see; ADR 0078)."""
+    (`[]`: every collection the user may see; ADR 0078). A field left out is unchanged."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -41,12 +41,6 @@ class UpdateSessionRequest(BaseModel):
     collection_ids: list[uuid.UUID] | None = Field(default=None, max_length=200)
 
     _title = field_validator("title")(_clean_title)
-
-    @model_validator(mode="after")
-    def _something(self) -> UpdateSessionRequest:
-        if self.title is None and self.collection_ids is None:
-            raise ValueError("send `title`, `collection_ids` or both")
-        return self
 
 
 class SessionResponse(BaseModel):
