@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.collections.jobs import collection_handlers
 from app.config import Settings, get_settings
 from app.conversation.history import HistoryStore
 from app.conversation.pipeline.summary_job import SummaryDeps, summary_handlers
@@ -144,6 +145,7 @@ def build_jobs(
     if settings.celery_broker_url:
         return CeleryJobs(create_celery(settings))
     handlers = ingestion_handlers(ingestion, kb_status)
+    handlers.update(collection_handlers(ingestion.sessionmaker))
     if summaries is not None:
         handlers.update(summary_handlers(summaries))
     return InProcessJobs(handlers)

@@ -10,6 +10,7 @@ from app.audit.endpoints import router as audit_router
 from app.auth.endpoints import admin_router as admin_auth_router
 from app.auth.endpoints import router as auth_router
 from app.auth.principal import authenticate, require_admin
+from app.collections.endpoints import router as collections_router
 from app.config import Settings, get_settings
 from app.conversation.endpoints.chat import router as chat_router
 from app.conversation.endpoints.sessions import router as sessions_router
@@ -26,6 +27,7 @@ from app.core.middleware import (
 from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
 from app.feedback.endpoints import router as feedback_router
+from app.groups.endpoints import router as groups_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.kb_inspect.endpoints import router as kb_inspect_router
 from app.knowledge.endpoints import router as knowledge_router
@@ -87,6 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         attachments_router,
         knowledge_router,
         kb_inspect_router,
+        groups_router,
+        collections_router,
         faqs_router,
         guardrails_router,
         privacy_router,

@@ -44,6 +44,7 @@ async def list_turns(
         turns.FeedbackFilter | None,
         Query(description="Turns whose user gave this thumb; `any`: either"),
     ] = None,
+    collection_id: uuid.UUID | None = None,
     limit: Limit = 50,
     cursor: CursorParam = None,
 ) -> AuditTurnPage:
@@ -58,6 +59,7 @@ async def list_turns(
         max_quality=max_quality,
         truncated=truncated,
         feedback=feedback,
+        collection_id=collection_id,
     )
     return await service.list_turns(db, admin, filters, limit=limit, cursor=cursor)
 

@@ -10,6 +10,7 @@ from typing import Annotated, Literal, NoReturn
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer
 
+from app.access.scope import restrict_to_user
 from app.auth import tokens
 from app.auth.repository import UserRepository, find_api_key
 from app.core.db import scope_to_tenant
@@ -75,8 +76,9 @@ async def authenticate(
     """Resolve the caller and scope the request's transaction to their tenant.
 
     The user row is read on every request, so a deleted user or a changed role takes effect
-    at once rather than when the token expires. An API key is accepted as the bearer token
-    too, as OpenAI and MCP clients send theirs (docs/adr/0038).
+    at once rather than when the token expires; so are the collections they may see. An API
+    key is accepted as the bearer token too, as OpenAI and MCP clients send theirs
+    (docs/adr/0038).
     """
     if not api_key and bearer is not None and bearer.startswith(API_KEY_PREFIX):
         api_key, bearer = bearer, None
@@ -118,6 +120,9 @@ async def authenticate(
         )
     else:
         raise Unauthorized("Authentication required: send a bearer token or an X-API-Key.")
+    # The request sees only the collections its caller may see now (ADR 0078): read here,
+    # on every request, never cached, and held by RLS as well as by the queries' filters.
+    await restrict_to_user(db, principal.tenant_id, principal.user_id, is_admin=principal.is_admin)
     request.state.principal = principal
     return principal
 

@@ -8,7 +8,7 @@ pooled connection can never carry one request's tenant into another's transactio
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -41,7 +41,10 @@ TENANT = "threadline.tenant_id"
 LOGIN_EMAIL = "threadline.login_email"
 API_KEY_HASH = "threadline.api_key_hash"
 TENANT_NAME = "threadline.tenant_name"
-SCOPE_SETTINGS = (TENANT, LOGIN_EMAIL, API_KEY_HASH, TENANT_NAME)
+COLLECTIONS = "threadline.collections"
+"""The knowledge-base collections the caller may see now, as a PostgreSQL array literal;
+unset: no narrowing below the tenant (workers, maintenance). Migration 0031, ADR 0078."""
+SCOPE_SETTINGS = (TENANT, LOGIN_EMAIL, API_KEY_HASH, TENANT_NAME, COLLECTIONS)
 
 _SET_SCOPE = text(
     "SELECT "
@@ -147,6 +150,30 @@ async def set_scope(db: AsyncSession, values: Mapping[str, object | None]) -> No
 async def scope_to_tenant(db: AsyncSession, tenant_id: uuid.UUID | None) -> None:
     """Scope the database session `db` (and its later transactions) to one tenant, or to none."""
     await set_scope(db, {TENANT: tenant_id})
+
+
+def collections_literal(collection_ids: Sequence[uuid.UUID]) -> str:
+    """`collection_ids` as the array literal `threadline.collections` holds."""
+    return "{" + ",".join(str(uuid.UUID(str(c))) for c in collection_ids) + "}"
+
+
+async def restrict_to_collections(
+    db: AsyncSession, collection_ids: Sequence[uuid.UUID] | None
+) -> None:
+    """Narrow `db` (now and for its later transactions) to these collections' documents and
+    chunks; None lifts the narrowing (the tenant's row-level security still holds)."""
+    value = None if collection_ids is None else collections_literal(collection_ids)
+    await set_scope(db, {COLLECTIONS: value})
+
+
+def visible_collections(db: AsyncSession) -> list[uuid.UUID] | None:
+    """The collections `db` is narrowed to (None: not narrowed), for the application's own
+    filter beside the policy's."""
+    value = db.info.get(COLLECTIONS)
+    if not value:
+        return None
+    inner = str(value).strip("{}")
+    return [uuid.UUID(part) for part in inner.split(",") if part]
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from app.access.scope import restrict_to_user
 from app.audit import service as audit
 from app.audit.schemas import AuditTurnRecord
 from app.auth.principal import Principal
@@ -60,6 +61,10 @@ class Toolbox:
         settings = self.settings
         await admit_search(self.redis, self.principal.user_id, settings.rate_limit_search_per_min)
         async with self.transactions(tenant) as db:
+            # Only the collections the caller may see now (ADR 0078), as `/kb/search`.
+            await restrict_to_user(
+                db, tenant, self.principal.user_id, is_admin=self.principal.is_admin
+            )
             hits = await knowledge.search(db, self.retriever, tenant, query, k=k)
         return SearchOut.of(hits)
 
@@ -96,6 +101,12 @@ class Toolbox:
     ) -> TurnPage:
         """One of the caller's sessions' turns, newest first."""
         async with self.transactions(self.principal.tenant_id) as db:
+            await restrict_to_user(
+                db,
+                self.principal.tenant_id,
+                self.principal.user_id,
+                is_admin=self.principal.is_admin,
+            )
             items, next_cursor = await sessions.turns_page(
                 db, self.principal, session_id, limit=limit, cursor=cursor
             )

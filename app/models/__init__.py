@@ -8,13 +8,18 @@ from app.models.audit_log import AuditLog
 from app.models.chat_session import ChatSession
 from app.models.embedding_space import EmbeddingSpace
 from app.models.faq import Faq
+from app.models.group import Group
+from app.models.group_member import GroupMember
 from app.models.kb_chunk import KbChunk
+from app.models.kb_collection import KbCollection
+from app.models.kb_collection_group import KbCollectionGroup
 from app.models.kb_document import KbDocument
 from app.models.kb_term_stats import KbCorpusStats, KbTermPosting, KbTermStats
 from app.models.query_history import QueryHistory
 from app.models.refresh_token_family import RefreshTokenFamily
 from app.models.refresh_token_use import RefreshTokenUse
 from app.models.session_attachment import SessionAttachment
+from app.models.session_collection import SessionCollection
 from app.models.sso_login_attempt import SsoLoginAttempt
 from app.models.sso_provider import SsoProvider
 from app.models.tenant import Tenant
@@ -43,6 +48,11 @@ TENANT_OWNED_TABLES = (
     "sso_providers",
     "sso_login_attempts",
     "turn_feedback",
+    "groups",
+    "group_members",
+    "kb_collections",
+    "kb_collection_groups",
+    "session_collections",
 )
 
 __all__ = [
@@ -55,7 +65,11 @@ __all__ = [
     "ChatSession",
     "EmbeddingSpace",
     "Faq",
+    "Group",
+    "GroupMember",
     "KbChunk",
+    "KbCollection",
+    "KbCollectionGroup",
     "KbCorpusStats",
     "KbDocument",
     "KbTermPosting",
@@ -64,6 +78,7 @@ __all__ = [
     "RefreshTokenFamily",
     "RefreshTokenUse",
     "SessionAttachment",
+    "SessionCollection",
     "SsoLoginAttempt",
     "SsoProvider",
     "Tenant",

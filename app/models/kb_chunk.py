@@ -21,7 +21,10 @@ class KbChunk(TenantOwned, ChunkColumns, Timestamped, Base):
             ondelete="CASCADE",
         ),
         Index("ix_kb_chunks_document", "tenant_id", "document_id", "ordinal"),
+        Index("ix_kb_chunks_collection", "tenant_id", "collection_id"),
         *search_indexes("kb_chunks", full_text=False),
     )
 
     document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    collection_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    """Its document's collection, copied by triggers (migration 0031) for the RLS policy."""

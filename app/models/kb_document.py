@@ -3,7 +3,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
@@ -20,6 +27,12 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
         UniqueConstraint("tenant_id", "content_hash"),
         CheckConstraint(DOCUMENT_STATUS_CHECK, name="status"),
         Index("ix_kb_documents_external_id", "tenant_id", "external_id"),
+        ForeignKeyConstraint(
+            ["tenant_id", "collection_id"],
+            ["kb_collections.tenant_id", "kb_collections.id"],
+            ondelete="CASCADE",
+        ),
+        Index("ix_kb_documents_collection", "tenant_id", "collection_id"),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(
@@ -31,6 +44,8 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
         "metadata", JSONB, default=dict, server_default="{}"
     )
     created_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    collection_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    """Its collection; left unset, the tenant's default one (a trigger, migration 0031)."""
 
 
 # The ingestion recovery scans only in-flight rows (migration 0017).

@@ -15,7 +15,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.access.scope import restrict_to_user
+from app.access.withhold import withhold_sources
 from app.core.db import scope_to_tenant
+from app.groups.service import group_names_of
 from app.privacy.repository.export import json_batches, profile, sections
 
 FORMAT_VERSION = 1
@@ -36,6 +39,20 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+async def _withheld_turns(db: AsyncSession, tenant_id: uuid.UUID, rows: list[str]) -> list[str]:
+    """Turns (JSON text) with the sources the user may no longer see withheld; the rows of a
+    batch that withholds nothing are passed on as PostgreSQL wrote them."""
+    turns = [json.loads(row) for row in rows]
+    manifests = [t.get("context_metadata") for t in turns]
+    shown = await withhold_sources(db, tenant_id, manifests)
+    if all(a is b for a, b in zip(manifests, shown, strict=True)):
+        return rows
+    return [
+        _json({**t, "context_metadata": m}).decode() if m is not t.get("context_metadata") else r
+        for t, m, r in zip(turns, shown, rows, strict=True)
+    ]
+
+
 async def export_user(
     sessionmaker: async_sessionmaker[AsyncSession],
     tenant_id: uuid.UUID,
@@ -54,10 +71,13 @@ async def export_user(
     async with sessionmaker() as db:
         await scope_to_tenant(db, tenant_id)
         async with db.begin():
+            # The export shows the sources the user may still see (ADR 0078).
+            await restrict_to_user(db, tenant_id, user_id)
             head = {
                 "format_version": FORMAT_VERSION,
                 "generated_at": datetime.now(UTC),
                 "user": await profile(db, tenant_id, user_id),
+                "groups": await group_names_of(db, tenant_id, user_id),
                 "withheld": list(withheld),
             }
             yield _json(head)[:-1]  # the object stays open for the lists that follow
@@ -65,6 +85,8 @@ async def export_user(
                 yield b',"' + name.encode() + b'":['
                 first = True
                 async for batch in json_batches(db, statement, order, batch_rows):
+                    if name == "turns":
+                        batch = await _withheld_turns(db, tenant_id, batch)
                     chunk = ",".join(batch).encode()
                     yield chunk if first else b"," + chunk
                     first = False

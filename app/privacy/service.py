@@ -22,6 +22,7 @@ from app.auth.principal import Principal
 from app.core.db import scope_to_tenant
 from app.core.errors import Forbidden
 from app.core.redis import RedisHandle
+from app.groups.service import remove_memberships
 from app.pii.marks import mark_erased
 from app.privacy.erasure import Erased, erase_user, purge_cache_keys, refuse_last_admin
 from app.privacy.repository.erasure import ErasureRepository
@@ -74,6 +75,9 @@ async def _erase_rows(
 ) -> Erased | None:
     await refuse_last_admin(db, actor.tenant_id, user_id)  # before anything is stopped
     await _stop_running_turns(db, redis, streams, actor.tenant_id, user_id)
+    # Memberships go with the user (the foreign key would cascade); removed first so the
+    # audit log records which groups they left (ADR 0078).
+    await remove_memberships(db, actor.tenant_id, actor.user_id, user_id)
     erased = await erase_user(db, actor.tenant_id, user_id)
     if not erased.users:
         if await ErasureRepository(db, actor.tenant_id).erased_before(user_id):

@@ -34,9 +34,11 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.dialects.postgresql import ARRAY, distinct_on
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.db import visible_collections
 from app.core.location import location_of
 from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
 from app.retrieval.base import Hit, Passage
@@ -87,6 +89,11 @@ _BM25 = text(
       SELECT coalesce(array_agg(id), '{}') AS ids
       FROM kb_documents WHERE tenant_id = :tenant AND status <> 'ready'
     ),
+    visible AS (  -- the caller's collections' documents (read only when narrowed, ADR 0078)
+      SELECT coalesce(array_agg(id), '{}') AS ids
+      FROM kb_documents
+      WHERE tenant_id = :tenant AND collection_id = ANY(CAST(:collections AS uuid[]))
+    ),
     postings AS NOT MATERIALIZED (
       -- A title word (weight 'A', migration 0019) counts `title_weight` times (BM25F-like).
       SELECT idf.lexeme, idf.rare, p.chunk_id, p.document_id,
@@ -99,6 +106,8 @@ _BM25 = text(
         FROM kb_term_postings p
         WHERE p.tenant_id = :tenant AND p.lexeme = idf.lexeme
           AND p.document_id <> ALL (unready.ids)
+          AND (CAST(:collections AS uuid[]) IS NULL
+               OR p.document_id = ANY(CAST((SELECT ids FROM visible) AS uuid[])))
           AND (CAST(:documents AS uuid[]) IS NULL
                OR p.document_id = ANY(CAST(:documents AS uuid[])))
       ) AS p
@@ -228,11 +237,16 @@ def _hits(kind: Literal["kb", "attachment"], rows: Sequence[Any]) -> list[Hit]:
 
 
 class SearchRepository:
-    """The search queries of one tenant, in a transaction already scoped to it."""
+    """The search queries of one tenant, in a transaction already scoped to it.
+
+    When the transaction is narrowed to the caller's collections (`threadline.collections`,
+    ADR 0078), every knowledge-base query filters by them too: the policy alone would drop
+    rows after the limit, and a result set would come back short."""
 
     def __init__(self, db: AsyncSession, tenant_id: uuid.UUID) -> None:
         self.db = db
         self.tenant_id = tenant_id
+        self.collections = visible_collections(db)
 
     async def prepare(self, *, ef_search: int) -> tuple[int, str | None]:
         """Set this transaction's HNSW search settings; the chunks of the tenant's
@@ -263,9 +277,14 @@ class SearchRepository:
         params = _NearestParams(tenant=self.tenant_id, vector=vector, limit=limit)
         if source.kind == "attachment":
             params["attachments"] = list(attachment_ids)
-        statement = _NEAREST.get((source.kind, exact))
+        narrowed = source.kind == "kb" and self.collections is not None
+        if narrowed and self.collections is not None:
+            params["collections"] = self.collections
+        statement = _NEAREST.get((source.kind, exact, narrowed))
         if statement is None:
-            statement = _NEAREST[source.kind, exact] = _nearest_statement(source, exact)
+            statement = _NEAREST[source.kind, exact, narrowed] = _nearest_statement(
+                source, exact, narrowed
+            )
         return _hits(source.kind, (await self.db.execute(statement, params)).all())
 
     async def bm25(
@@ -293,6 +312,7 @@ class SearchRepository:
                     "title_weight": title_weight,
                     "limit": limit,
                     "documents": None if document_ids is None else list(document_ids),
+                    "collections": self.collections,
                 },
             )
         ).all()
@@ -316,6 +336,7 @@ class SearchRepository:
             .ext(distinct_on(source.parent_id))  # one row a document: its nearest chunk
             .order_by(source.parent_id, distance)
         )
+        statement = self._narrowed(source, statement)
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
     async def text_ranked(
@@ -339,10 +360,14 @@ class SearchRepository:
         )
         if source.kind == "attachment":
             statement = statement.where(source.parent_id.in_(list(attachment_ids)))
+        statement = self._narrowed(source, statement)
         return _hits(source.kind, (await self.db.execute(statement)).all())
 
-
-_NEAREST: dict[tuple[str, bool], Select[Any]] = {}
+    def _narrowed(self, source: Source, statement: Select[Any]) -> Select[Any]:
+        """`statement` limited to the caller's collections (knowledge base, when narrowed)."""
+        if source.kind != "kb" or self.collections is None:
+            return statement
+        return statement.where(KbChunk.collection_id.in_(self.collections))
 
 
 class _NearestParams(TypedDict):
@@ -350,9 +375,13 @@ class _NearestParams(TypedDict):
     vector: list[float]
     limit: int
     attachments: NotRequired[list[uuid.UUID]]
+    collections: NotRequired[list[uuid.UUID]]
 
 
-def _nearest_statement(source: Source, exact: bool) -> Select[Any]:
+_NEAREST: dict[tuple[str, bool, bool], Select[Any]] = {}
+
+
+def _nearest_statement(source: Source, exact: bool, narrowed: bool = False) -> Select[Any]:
     """`nearest`'s statement, built once per source and scan (a statement is ~1 ms of Python
     to build, on the first token's path); `tenant`, `vector`, `limit` and, for attachments,
     `attachments` are its parameters."""
@@ -373,6 +402,11 @@ def _nearest_statement(source: Source, exact: bool) -> Select[Any]:
     if source.kind == "attachment":
         nearest_query = nearest_query.where(
             source.parent_id.in_(bindparam("attachments", expanding=True))
+        )
+    if narrowed:  # the caller's collections, read from the chunk row the index scan returns
+        nearest_query = nearest_query.where(
+            KbChunk.collection_id
+            == func.any(bindparam("collections", type_=ARRAY(PG_UUID(as_uuid=True))))
         )
     limit = bindparam("limit", type_=Integer)
     nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(

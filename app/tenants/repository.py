@@ -8,6 +8,7 @@ from typing import TypedDict, cast
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.repository import ensure_default_collection
 from app.core.db import TENANT_NAME, lookup_scope, scope_to_tenant
 from app.core.json_types import JsonObject
 from app.models import Tenant
@@ -31,6 +32,7 @@ async def insert_tenant(db: AsyncSession, tenant: Tenant) -> Tenant:
     await scope_to_tenant(db, tenant.id)
     db.add(tenant)
     await db.flush()
+    await ensure_default_collection(db, tenant.id)  # its knowledge base's first collection
     return tenant
 
 

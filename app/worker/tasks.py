@@ -15,6 +15,7 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from celery.signals import worker_shutdown as worker_stopping
 
+from app.collections.jobs import DELETE_COLLECTION
 from app.conversation.pipeline.summary import SUMMARIZE
 from app.conversation.pipeline.summary_job import fold_session
 from app.ingestion.jobs import INGEST
@@ -52,6 +53,17 @@ def summarize(tenant_id: str, session_id: str) -> str:
 
     runtime = worker_runtime()
     return runtime.run(fold_session(runtime, uuid.UUID(tenant_id), uuid.UUID(session_id)))
+
+
+@celery_app.task(name=DELETE_COLLECTION, acks_late=True)
+def delete_collection(tenant_id: str, collection_id: str) -> int:
+    """Delete a collection's documents in batches, then the collection (ADR 0078)."""
+    import uuid
+
+    from app.collections.jobs import delete_collection as run
+
+    runtime = worker_runtime()
+    return runtime.run(run(runtime.sessionmaker, uuid.UUID(tenant_id), uuid.UUID(collection_id)))
 
 
 @celery_app.task(name=SWEEP)

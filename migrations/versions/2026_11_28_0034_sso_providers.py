@@ -6,7 +6,7 @@ state (hashed), nonce and PKCE verifier of a sign-in sent to the provider, delet
 callback. Both under the tenant's row-level security.
 
 Revision ID: 0034
-Revises: 0029
+Revises: 0031
 Create Date: 2026-11-28
 """
 
@@ -18,7 +18,7 @@ from rls_ops import enable_tenant_rls, grant_dml
 from sqlalchemy.dialects import postgresql as pg
 
 revision: str = "0034"
-down_revision: str | None = "0029"
+down_revision: str | None = "0031"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

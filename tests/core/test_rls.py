@@ -32,6 +32,7 @@ async def _populate(db: AsyncSession) -> tuple[uuid.UUID, uuid.UUID]:
             "d": uuid.uuid4(),
             "a": uuid.uuid4(),
             "f": uuid.uuid4(),
+            "g": uuid.uuid4(),
             "st": str(chat.id),
             "q": turn.id,
         }
@@ -53,6 +54,13 @@ ROWS_FOR_EVERY_TABLE = [
     "INSERT INTO kb_chunks (tenant_id, id, document_id, ordinal, text, token_count) "
     "VALUES (:t, gen_random_uuid(), :d, 0, 'chunk', 1)",
     "INSERT INTO audit_log (tenant_id, actor_user_id, action) VALUES (:t, :u, 'read')",
+    # The kb_documents row above made the tenant's default collection (migration 0031).
+    "INSERT INTO groups (tenant_id, id, name) VALUES (:t, :g, 'staff')",
+    "INSERT INTO group_members (tenant_id, group_id, user_id) VALUES (:t, :g, :u)",
+    "INSERT INTO kb_collection_groups (tenant_id, collection_id, group_id) "
+    "SELECT :t, id, :g FROM kb_collections WHERE tenant_id = :t",
+    "INSERT INTO session_collections (tenant_id, session_id, collection_id) "
+    "SELECT :t, :s, id FROM kb_collections WHERE tenant_id = :t",
     "INSERT INTO refresh_token_families (tenant_id, id, user_id, expires_at) "
     "VALUES (:t, :f, :u, now() + interval '1 day')",
     "INSERT INTO refresh_token_uses (tenant_id, jti, family_id) VALUES (:t, 'j', :f)",

@@ -14,7 +14,18 @@ from tests.web.test_chat import LAST, ask, new_chat
 
 AXE = next(p for p in PACKAGES if p.name == "axe-core")
 AXE_URL = f"/static/vendor/{AXE.directory}/axe.min.js"
-ADMIN = ("kb", "users", "faqs", "guardrails", "retention", "sso", "audit", "log")
+ADMIN = (
+    "kb",
+    "collections",
+    "groups",
+    "users",
+    "faqs",
+    "guardrails",
+    "retention",
+    "sso",
+    "audit",
+    "log",
+)
 PAGES = ["#/me", *(f"#/admin/{key}" for key in ADMIN)]
 
 

@@ -36,18 +36,21 @@ NewTitle = Annotated[str, Field(max_length=TITLE_MAX, pattern=NOT_BLANK)]
 
 
 class UpdateSessionRequest(BaseModel):
-    """A new title for a chat session, pinned or unpinned: at least one of the two."""
+    """A new title for a chat session, pinned or unpinned, and/or the collections its turns
+    retrieve from (`[]`: every collection the user may see; ADR 0078): at least one field; a
+    field left out is unchanged."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    # Either may be left out, neither may be null (SkipJsonSchema: the document says so).
+    # Each may be left out, none may be null (SkipJsonSchema: the document says so).
     title: NewTitle | SkipJsonSchema[None] = None
     pinned: StrictBool | SkipJsonSchema[None] = None
     """true: listed first, under "Pinned"; false: back among the others."""
+    collection_ids: Annotated[list[uuid.UUID], Field(max_length=200)] | SkipJsonSchema[None] = None
 
     _title = field_validator("title")(_clean_title)
 
-    @field_validator("title", "pinned", mode="before")
+    @field_validator("title", "pinned", "collection_ids", mode="before")
     @classmethod
     def _not_null(cls, value: Any) -> Any:
         if value is None:
@@ -56,8 +59,8 @@ class UpdateSessionRequest(BaseModel):
 
     @model_validator(mode="after")
     def _something(self) -> UpdateSessionRequest:
-        if self.title is None and self.pinned is None:
-            raise ValueError("give a title, pinned, or both")
+        if self.title is None and self.pinned is None and self.collection_ids is None:
+            raise ValueError("give a title, pinned, collection_ids, or several")
         return self
 
 
@@ -72,6 +75,13 @@ class SessionResponse(BaseModel):
     """Listed first, under "Pinned" (PATCH with `pinned`)."""
     created_at: datetime
     updated_at: datetime
+
+
+class UpdatedSessionResponse(SessionResponse):
+    """A chat session after a change, with the collections it is restricted to."""
+
+    collection_ids: list[uuid.UUID]
+    """Empty: not restricted (every collection the user may see)."""
 
 
 class SessionPage(BaseModel):

@@ -15,6 +15,7 @@ from app.conversation.endpoints.session_schemas import (
     SessionResponse,
     TurnPage,
     TurnResponse,
+    UpdatedSessionResponse,
     UpdateSessionRequest,
 )
 from app.conversation.service import sessions as service
@@ -80,16 +81,28 @@ async def read_session(
     return SessionResponse.model_validate(await service.get_owned(db, principal, session_id))
 
 
-@router.patch("/{session_id}", response_model=SessionResponse)
+@router.patch(
+    "/{session_id}", response_model=UpdatedSessionResponse, responses=error_responses(404)
+)
 async def update_session(
     session_id: uuid.UUID,
     body: UpdateSessionRequest,
     principal: CurrentPrincipal,
     db: DbSession,
-) -> SessionResponse:
-    """Retitle, pin or unpin one of the caller's sessions."""
-    chat = await service.update(db, principal, session_id, title=body.title, pinned=body.pinned)
-    return SessionResponse.model_validate(chat)
+) -> UpdatedSessionResponse:
+    """Retitle, pin or unpin one of the caller's sessions, and/or restrict the collections its
+    turns retrieve from (`collection_ids`; `[]` lifts the restriction)."""
+    chat, scope = await service.update(
+        db,
+        principal,
+        session_id,
+        title=body.title,
+        pinned=body.pinned,
+        collection_ids=body.collection_ids,
+    )
+    return UpdatedSessionResponse(
+        **SessionResponse.model_validate(chat).model_dump(), collection_ids=scope
+    )
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -402,6 +402,9 @@ class TurnRepository(TenantRepository[QueryHistory]):
             statement = statement.where(_truncated().is_(filters.truncated))
         if filters.feedback is not None:
             statement = statement.where(_has_feedback(filters.feedback))
+        if filters.collection_id is not None:
+            searched = {"access": {"collections": [str(filters.collection_id)]}}
+            statement = statement.where(QueryHistory.context_metadata.contains(searched))
         return statement
 
     async def audit_page(

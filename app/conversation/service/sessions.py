@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.repository import session_scope
+from app.access.scope import set_session_scope
+from app.access.withhold import withhold_sources
 from app.auth.principal import Principal
 from app.conversation.checkpoints.repository import delete_thread
 from app.conversation.repository import TurnRepository
@@ -54,17 +58,23 @@ async def update(
     *,
     title: str | None = None,
     pinned: bool | None = None,
-) -> ChatSession:
-    """Retitle, pin or unpin one of the caller's sessions (None: left as it is). Pinning a
-    pinned session keeps the time it was first pinned."""
+    collection_ids: Sequence[uuid.UUID] | None = None,
+) -> tuple[ChatSession, list[uuid.UUID]]:
+    """Retitle, pin or unpin one of the caller's sessions, and/or set the collections it
+    retrieves from (None: left as it is); the session and its scope. Pinning a pinned
+    session keeps the time it was first pinned."""
     chat = await get_owned(db, principal, session_id)
+    if collection_ids is not None:
+        await set_session_scope(
+            db, principal.tenant_id, principal.user_id, session_id, collection_ids
+        )
     if title is not None:
         chat.title = title
     if pinned is not None and pinned != (chat.pinned_at is not None):
         chat.pinned_at = datetime.now(UTC) if pinned else None
     await db.flush()
     await db.refresh(chat)
-    return chat
+    return chat, await session_scope(db, principal.tenant_id, session_id)
 
 
 async def delete(
@@ -109,4 +119,12 @@ async def turns_page(
     await get_owned(db, principal, session_id)
     after = Cursor.decode(cursor) if cursor else None
     rows = await TurnRepository(db, principal.tenant_id).page(session_id, limit=limit, after=after)
-    return split_page(rows, limit)
+    items, next_cursor = split_page(rows, limit)
+    # Sources of documents the caller may no longer see are withheld (ADR 0078); the rows
+    # shown so are detached first, so the stored record is never changed.
+    shown = await withhold_sources(db, principal.tenant_id, [t.context_metadata for t in items])
+    for turn, manifest in zip(items, shown, strict=True):
+        if manifest is not turn.context_metadata:
+            db.expunge(turn)
+            turn.context_metadata = manifest
+    return items, next_cursor

@@ -27,6 +27,9 @@ class TurnFilters:
     truncated: bool | None = None
     feedback: FeedbackFilter | None = None
     """Turns whose user gave this thumb ("any": either)."""
+    collection_id: uuid.UUID | None = None
+    """Turns that searched this knowledge-base collection (its manifest's
+    `access.collections`, within the session's scope; ADR 0078)."""
 
     def as_details(self) -> JsonObject:
         """The filters that were set, JSON-ready, for the audit log."""

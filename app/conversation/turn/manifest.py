@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, JsonValue
 
 from app.conversation.turn.manifest_records import (
+    AccessRecord,
     Citations,
     Classification,
     Dropped,
@@ -61,6 +62,7 @@ class RetrievalSection(Record):
     rewrite: Rewrite | None = None
     relatedness: dict[str, float | bool] | None = None
     retrieval: RetrievalRecord | None = None
+    access: AccessRecord | None = None
     active_attachment_ids: list[uuid.UUID] | None = None
     attachments_unavailable: list[UnavailableAttachment] | None = None
 

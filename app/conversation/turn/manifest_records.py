@@ -64,6 +64,16 @@ class Rewrite(Record):
     model: str | None = None
 
 
+class AccessRecord(Record):
+    """What the turn's user could see when it retrieved (ADR 0078): the collections searched
+    and the session's scope (empty: none set); in a replay or an export, the sources
+    withheld since (their numbers)."""
+
+    collections: list[uuid.UUID] | None = None
+    scope: list[uuid.UUID] | None = None
+    withheld_sources: list[int | str] | None = None
+
+
 class RetrievalQuery(Record):
     """One query retrieve ran (or the previous answer's cited chunks, `chunks`)."""
 

@@ -23,6 +23,7 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
+from app.access.scope import restrict_to_user
 from app.conversation.pipeline.budget import fit_question, manifest_source
 from app.conversation.pipeline.citations import check_citations
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
@@ -204,7 +205,10 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     used = tools_meta.result_tokens or 0
     allowance = result_allowance(so_far)
     round_number = state["tool_rounds"] + 1
-    async with ctx.transaction(turn_ids(state).tenant) as db:
+    ids = turn_ids(state)
+    async with ctx.transaction(ids.tenant) as db:
+        # The tools search only what the user may see now, in the session's scope (ADR 0078).
+        await restrict_to_user(db, ids.tenant, ids.user, session_id=ids.session)
         for call in asked.tool_calls:
             outcome = await run_tool(ctx, db, state, call["name"], call["args"], sources)
             # Every round's results share what the prompt left of the budget.

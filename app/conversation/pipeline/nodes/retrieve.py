@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from langgraph.runtime import Runtime
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.repository import session_scope, visible_collection_ids
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import TurnState, TurnUpdate, manifest_of, turn_ids
 from app.conversation.repository import TurnRepository
 from app.conversation.turn.manifest import RetrievalSection
-from app.conversation.turn.manifest_records import RetrievalQuery, RetrievalRecord
+from app.conversation.turn.manifest_records import AccessRecord, RetrievalQuery, RetrievalRecord
 from app.conversation.turn.types import HistoryTurn, PassageData
+from app.core.db import restrict_to_collections, visible_collections
 from app.retrieval.base import Passage
 from app.retrieval.multi_query import CITED, WeightedQuery
 
@@ -75,11 +78,21 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
     passages: list[PassageData] = []
     manifest: RetrievalSection | None = None
     if guess.composition != "chat" or state["is_follow_up"]:
-        tenant = turn_ids(state).tenant
+        ids = turn_ids(state)
+        tenant = ids.tenant
         attachments = state["active_attachment_ids"]
         k = ctx.settings.retrieval_k
+        # What the user may see now, within the session's scope: read for every turn, never
+        # cached, and held by RLS as well as by the search's filters (ADR 0078).
+        async with ctx.reads(tenant) as db:
+            visible = await visible_collection_ids(db, tenant, ids.user, session_id=ids.session)
+            scope = await session_scope(db, tenant, ids.session)
+
+        def narrowed() -> AbstractAsyncContextManager[AsyncSession]:
+            return _narrowed(ctx.reads(tenant), visible)
+
         if len(queries) == 1:  # no conversation: exactly the single search of before
-            async with ctx.reads(tenant) as db:
+            async with narrowed() as db:
                 found = await ctx.retriever.search(
                     db, tenant, queries[0].text, attachment_ids=attachments, k=k
                 )
@@ -96,7 +109,7 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
                 return cited
 
             result = await ctx.retriever.search_queries(
-                lambda: ctx.reads(tenant),
+                narrowed,
                 tenant,
                 queries,
                 attachment_ids=attachments,
@@ -110,7 +123,8 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
         if cited:
             searched.append(RetrievalQuery(name=CITED, chunks=cited, weight=weight))
         manifest = RetrievalSection(
-            retrieval=RetrievalRecord(queries=searched, contributions=contributions)
+            retrieval=RetrievalRecord(queries=searched, contributions=contributions),
+            access=AccessRecord(collections=visible, scope=scope),
         )
     refined = refine_with_results(guess, (p["kind"] for p in passages))
     update = TurnUpdate(
@@ -121,6 +135,18 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
     if manifest is not None:
         update["context_metadata"] = manifest
     return update
+
+
+@asynccontextmanager
+async def _narrowed(
+    reads: AbstractAsyncContextManager[AsyncSession], visible: list[uuid.UUID]
+) -> AsyncIterator[AsyncSession]:
+    """A read narrowed to the collections the user may see (the turn's read transaction is
+    narrowed once, by its first search)."""
+    async with reads as db:
+        if visible_collections(db) != visible:
+            await restrict_to_collections(db, visible)
+        yield db
 
 
 def _classification_reason(state: TurnState) -> str:

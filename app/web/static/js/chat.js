@@ -6,6 +6,7 @@ import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
 import { announce, coversScreen, errorBox, h, mount, trapFocus } from "./dom.js";
 import { closePanel, createPanel } from "./panels.js";
+import { scopePicker } from "./scope.js";
 import { sessionList as conversationList } from "./sessions.js";
 import { newKey, stopTurn, streamTurn } from "./stream.js";
 import { turnView } from "./turns.js";
@@ -43,6 +44,7 @@ function titleOf(message) {
 
 export async function chatPage(main, sessionId) {
   const state = { session: null, streaming: null };
+  const scope = scopePicker();
   const conversations = conversationList({ currentId: () => sessionId, onError: (e) => showFormError(humanError(e)) });
   const newChat = h("button", { type: "button", class: "primary" }, "New chat");
   const closeList = h("button", { type: "button", class: "secondary sidebar-close" }, "Close the list");
@@ -108,6 +110,7 @@ export async function chatPage(main, sessionId) {
     if (state.session) return state.session.id;
     state.session = await api("/sessions", { method: "POST", body: title ? { title } : {} });
     sessionId = state.session.id;
+    await scope.apply(sessionId); // the collections ticked in the new chat, before its first turn
     // Not a hash change: the page (and the answer that is about to stream) stays.
     history.replaceState(null, "", `#/c/${sessionId}`);
     showSession();
@@ -432,9 +435,9 @@ export async function chatPage(main, sessionId) {
       textarea.value = question;
       submit();
     });
-    turns.append(intro.el);
+    turns.append(scope.el, intro.el);
     textarea.focus();
-    await Promise.all([loadSessions(true), intro.load()]);
+    await Promise.all([loadSessions(true), intro.load(), scope.load()]);
     return;
   }
   try {

@@ -9,6 +9,8 @@ import { organisationFromAddress, showSignInOptions, takeRefusal } from "./sso.j
 
 const ADMIN_PAGES = {
   kb: ["Knowledge base", () => import("./admin/kb.js")],
+  collections: ["Collections", () => import("./admin/collections.js")],
+  groups: ["Groups", () => import("./admin/groups.js")],
   users: ["Users & API keys", () => import("./admin/users.js")],
   faqs: ["FAQs", () => import("./admin/faqs.js")],
   guardrails: ["Guardrails", () => import("./admin/policy.js")],

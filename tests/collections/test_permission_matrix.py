@@ -1,0 +1,132 @@
+"""Every path that returns knowledge-base text x {member of the group, not a member, admin,
+another tenant's user}: only the member and the admin ever get the board's document, counted
+in rows (issue 30, item 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.principal import Principal
+from app.conversation.service.chat import ChatService
+from app.mcp_server.tools import Toolbox
+from tests.collections.world import (
+    QUESTION,
+    ROLES,
+    SECRET_TITLE,
+    World,
+    make_world,
+    new_session,
+    secret_rows,
+)
+from tests.factories import LoggedIn
+
+pytestmark = pytest.mark.committed
+
+Probe = Callable[[FastAPI, httpx.AsyncClient, World, LoggedIn], Awaitable[int]]
+
+
+def _toolbox(app: FastAPI, world: World, who: LoggedIn) -> Toolbox:
+    resources = app.state.resources
+    tenant = world.other if who is world.callers["other_tenant"] else world.tenant
+    principal = Principal(who.user.id, tenant.id, who.user.email, who.user.role, "api_key")
+    return Toolbox(
+        principal=principal,
+        chat=ChatService(
+            resources.settings,
+            resources.guards,
+            resources.runner,
+            resources.turn_context.transactions,
+            resources.turn_context.embedder,
+        ),
+        transactions=resources.turn_context.transactions,
+        settings=resources.settings,
+        retriever=resources.retriever,
+        redis=resources.redis,
+    )
+
+
+async def kb_search(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    found = await client.post("/kb/search", json={"query": QUESTION, "k": 5}, headers=who.headers)
+    assert found.status_code == 200, found.text
+    return secret_rows(found.json()["items"], world, "document_id")
+
+
+async def chat(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    session = await new_session(client, who)
+    answered = await client.post(
+        "/chat", json={"session_id": session, "message": QUESTION}, headers=who.headers
+    )
+    assert answered.status_code == 200, answered.text
+    body = answered.json()
+    return secret_rows(body["sources"], world, "source_id") + (SECRET_TITLE in body["answer"])
+
+
+async def v1(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    answered = await client.post(
+        "/v1/chat/completions",
+        json={"model": "threadline", "messages": [{"role": "user", "content": QUESTION}]},
+        headers=who.headers,
+    )
+    assert answered.status_code == 200, answered.text
+    return secret_rows(answered.json()["threadline"]["sources"], world, "source_id")
+
+
+async def mcp_search(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    found = await _toolbox(app, world, who).search_knowledge(QUESTION, 5)
+    return sum(1 for hit in found.items if hit.document_id == world.secret.id)
+
+
+async def mcp_ask(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    answer = await _toolbox(app, world, who).ask(QUESTION, None)
+    return sum(1 for s in answer.sources if s.source_id == str(world.secret.id))
+
+
+async def replay(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    session = await new_session(client, who)
+    await client.post(
+        "/chat", json={"session_id": session, "message": QUESTION}, headers=who.headers
+    )
+    turns = await client.get(f"/sessions/{session}/turns", headers=who.headers)
+    assert turns.status_code == 200, turns.text
+    sources = [s for t in turns.json()["items"] for s in t["context_metadata"].get("sources", [])]
+    return sum(1 for s in sources if s.get("title") == SECRET_TITLE)
+
+
+async def export(app: FastAPI, client: httpx.AsyncClient, world: World, who: LoggedIn) -> int:
+    exported = await client.get("/me/export", headers=who.headers)
+    assert exported.status_code == 200, exported.text
+    return exported.text.count(SECRET_TITLE)
+
+
+PROBES: dict[str, Probe] = {
+    "/kb/search": kb_search,
+    "/chat": chat,
+    "/v1/chat/completions": v1,
+    "mcp search_knowledge": mcp_search,
+    "mcp ask": mcp_ask,
+    "replayed turns": replay,
+    "export": export,
+}
+ALLOWED = {"member", "admin"}
+
+
+async def test_only_the_groups_members_and_admins_ever_get_the_boards_document(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    world = await make_world(client, db)
+    rows: dict[tuple[str, str], int] = {}
+    for name, probe in PROBES.items():
+        for role in ROLES:
+            rows[name, role] = await probe(app, client, world, world.callers[role])
+    seen = {key for key, count in rows.items() if count > 0}
+    expected = {(name, role) for name in PROBES for role in ALLOWED}
+    assert seen == expected, rows
+    # Counted in rows: 7 paths x 4 callers, the board's document in 14 of them, never in
+    # the other 14.
+    assert len(rows) == 28
+    assert sum(1 for (_, role), n in rows.items() if role not in ALLOWED and n) == 0
