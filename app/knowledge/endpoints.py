@@ -7,13 +7,14 @@ import uuid
 from dataclasses import replace
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, RedisDep, SettingsDep
+from app.core.downloads import ORIGINAL_FILE, file_response
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.core.json_types import (
     JSON_OBJECT_WITHOUT_NUL,
@@ -159,6 +160,19 @@ async def read_document(
 ) -> DocumentOut:
     """One knowledge-base document (admins only)."""
     return DocumentOut.model_validate(await service.get_document(db, admin, document_id))
+
+
+@router.get(
+    "/documents/{document_id}/file",
+    response_class=Response,
+    responses={200: ORIGINAL_FILE, **error_responses(404)},
+)
+async def read_document_file(
+    document_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
+) -> Response:
+    """The document's original file, as a download (a PDF inline), sandboxed: for an admin,
+    and for a member once it is searchable (ready)."""
+    return file_response(await service.original_file(db, principal, document_id))
 
 
 @router.delete("/documents/{document_id}", status_code=status.HTTP_204_NO_CONTENT)

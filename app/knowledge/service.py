@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
+from app.core.downloads import StoredFile
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.core.on_commit import on_commit
@@ -93,3 +94,14 @@ async def search(
 ) -> list[Hit]:
     """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
     return await retriever.search_hits(db, tenant_id, query, k=k)
+
+
+async def original_file(db: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> StoredFile:
+    """The document's uploaded file: any of the tenant's for an admin, a ready (searchable)
+    one for a member; 404 otherwise."""
+    stored = await DocumentRepository(db, principal.tenant_id).original(
+        doc_id, ready_only=not principal.is_admin
+    )
+    if stored is None:
+        raise NotFound("No such document.", code="document_not_found")
+    return stored

@@ -4,6 +4,7 @@
 
 import { coversScreen, h, mount, trapFocus } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
+import { originalButton } from "./originals.js";
 
 const KIND = { kb: "Knowledge base document", attachment: "Attachment", faq: "FAQ entry" };
 
@@ -106,6 +107,7 @@ function sourceItem(turn, source, n, ranked) {
     h("p", { class: "source-head" }, h("span", { class: "num" }, String(source.n)), h("strong", {}, title)),
     h("p", { class: "meta" }, KIND[source.kind] || source.kind, raw && raw !== title ? ` · ${raw}` : "", " · ", relevance(source, ranked)),
     snippet,
+    originalButton(source),
   );
 }
 
