@@ -33,6 +33,7 @@ from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
+from app.knowledge.language_job import language_handlers
 from app.retention.tasks import SWEEP
 from app.retrieval.status import KnowledgeBaseStatus
 
@@ -144,6 +145,9 @@ def build_jobs(
     if settings.celery_broker_url:
         return CeleryJobs(create_celery(settings))
     handlers = ingestion_handlers(ingestion, kb_status)
+    handlers.update(
+        language_handlers(lambda: ingestion.sessionmaker, settings.language_rebuild_batch)
+    )
     if summaries is not None:
         handlers.update(summary_handlers(summaries))
     return InProcessJobs(handlers)

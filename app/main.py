@@ -27,6 +27,7 @@ from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
+from app.knowledge.settings_endpoints import router as tenant_settings_router
 from app.lifespan import lifespan
 from app.mcp_server.server import install_mcp
 from app.observability.endpoints import router as metrics_router
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         knowledge_router,
         faqs_router,
         guardrails_router,
+        tenant_settings_router,
         privacy_router,
         audit_router,
         retention_router,

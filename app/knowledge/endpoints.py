@@ -25,6 +25,7 @@ from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
+from app.knowledge.languages import checked_language
 from app.knowledge.overview import overview
 from app.knowledge.schemas import (
     DocumentAccepted,
@@ -54,6 +55,12 @@ _BODY = {
                         "title": {"type": "string", "description": "No NUL (422)."},
                         "external_id": {"type": "string", "description": "No NUL (422)."},
                         "metadata": {"type": "object", **JSON_OBJECT_WITHOUT_NUL},
+                        "language": {
+                            "type": "string",
+                            "description": "The document's own text-search language "
+                            "(`GET /admin/settings` lists them; 422 otherwise); none: the "
+                            "tenant's.",
+                        },
                     },
                 },
                 "encoding": {
@@ -89,6 +96,8 @@ async def add_document(
         metadata = _metadata(form.get("metadata"))
         title = title if isinstance(title, str) else None
         external_id = external_id if isinstance(external_id, str) else None
+        given_language = form.get("language")
+        language = given_language if isinstance(given_language, str) and given_language else None
     else:
         try:
             body = TextDocumentIn.model_validate_json(await request.body())
@@ -99,6 +108,7 @@ async def add_document(
             content_type=body.content_type,
         )
         title, external_id, metadata = body.title, body.external_id, body.metadata
+        language = body.language
     document, duplicate = await service.add_document(
         db,
         admin.tenant_id,
@@ -107,6 +117,7 @@ async def add_document(
         external_id=external_id,
         metadata=metadata,
         created_by=admin.user_id,
+        language=await checked_language(db, language) if language else None,
     )
     accepted = DocumentAccepted(id=document.id, status=document.status, duplicate=duplicate)
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)

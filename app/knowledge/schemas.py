@@ -17,6 +17,9 @@ from app.core.text import snippet
 from app.ingestion.extract import MARKDOWN, TEXT
 from app.retrieval.base import Hit
 
+LANGUAGE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A text-search configuration's name as PostgreSQL spells them (checked against its list)."""
+
 
 class TextDocumentIn(BaseModel):
     """A knowledge-base document sent as text rather than as a file."""
@@ -33,6 +36,9 @@ class TextDocumentIn(BaseModel):
         default_factory=dict, json_schema_extra=JSON_OBJECT_WITHOUT_NUL
     )
     content_type: str = Field(default=TEXT, pattern=f"^({TEXT}|{MARKDOWN})$")
+    language: str | None = Field(default=None, max_length=63, pattern=LANGUAGE_NAME)
+    """The document's own text-search language (`GET /admin/settings` lists them); none:
+    the tenant's."""
 
 
 class DocumentAccepted(BaseModel):
@@ -58,6 +64,8 @@ class DocumentOut(BaseModel):
     progress: float
     error: str | None
     chunk_count: int
+    language: str | None = None
+    """The document's own text-search language; null: the tenant's."""
     metadata: dict[str, Any] = Field(validation_alias="doc_metadata")
     ingestion: dict[str, Any]
     created_at: datetime
@@ -134,3 +142,33 @@ class OverviewOut(BaseModel):
     documents: int
     topics: list[TopicOut]
     suggestions: list[str]
+
+
+class TenantSettingsIn(BaseModel):
+    """A tenant's settings an admin may set: its text-search language."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: str = Field(max_length=63, pattern=LANGUAGE_NAME)
+    """One of PostgreSQL's built-in text-search configurations (english, dutch, german,
+    italian, french, spanish, portuguese, simple…)."""
+
+
+class LexicalIndexOut(BaseModel):
+    """How far the tenant's chunks are analysed with its language."""
+
+    language: str
+    status: str
+    """`ready`, or `rebuilding` while chunks are still analysed with another language."""
+    chunks: int
+    """The chunks that follow the tenant's language (not those of a document with its own)."""
+    analysed: int
+    progress: float
+
+
+class TenantSettingsOut(BaseModel):
+    """The tenant's language, the languages it may choose, and its lexical index."""
+
+    language: str
+    languages: list[str]
+    lexical_index: LexicalIndexOut

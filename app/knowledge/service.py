@@ -32,9 +32,11 @@ async def add_document(
     metadata: dict[str, Any],
     created_by: uuid.UUID | None,
     enqueue: bool = True,
+    language: str | None = None,
 ) -> tuple[KbDocument, bool]:
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
-    the existing one with the same content in this tenant (`True`: a duplicate)."""
+    the existing one with the same content in this tenant (`True`: a duplicate).
+    `language`: its own text-search language (checked), else None: the tenant's."""
     documents = DocumentRepository(db, tenant_id)
     for _ in range(3):  # the copy that was in the way can be deleted before it is read
         document = await documents.insert_new(
@@ -43,6 +45,7 @@ async def add_document(
             external_id=external_id,
             doc_metadata=metadata,
             created_by=created_by,
+            language=language,
             **upload.new_document_columns(),
         )
         if document is not None:

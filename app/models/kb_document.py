@@ -5,7 +5,7 @@ from typing import Any
 
 from sqlalchemy import CheckConstraint, ForeignKey, Index, Text, UniqueConstraint
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import JSONB, REGCONFIG, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
@@ -31,6 +31,8 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
         "metadata", JSONB, default=dict, server_default="{}"
     )
     created_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    language: Mapped[str | None] = mapped_column(REGCONFIG)
+    """The document's own text-search configuration; None: its tenant's (ADR 0076)."""
 
 
 # The ingestion recovery scans only in-flight rows (migration 0017).
