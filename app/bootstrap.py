@@ -33,7 +33,7 @@ from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
-from app.knowledge.language_job import language_handlers
+from app.knowledge.languages.job import language_handlers
 from app.retention.tasks import SWEEP
 from app.retrieval.status import KnowledgeBaseStatus
 

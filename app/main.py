@@ -27,7 +27,7 @@ from app.core.openapi import document_errors
 from app.faqs.endpoints import router as faqs_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.knowledge.endpoints import router as knowledge_router
-from app.knowledge.settings_endpoints import router as tenant_settings_router
+from app.knowledge.languages.endpoints import router as tenant_settings_router
 from app.lifespan import lifespan
 from app.mcp_server.server import install_mcp
 from app.observability.endpoints import router as metrics_router

@@ -25,7 +25,7 @@ from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
-from app.knowledge.languages import checked_language
+from app.knowledge.languages.service import checked_language
 from app.knowledge.overview import overview
 from app.knowledge.schemas import (
     DocumentAccepted,

@@ -18,8 +18,8 @@ from celery.signals import worker_shutdown as worker_stopping
 from app.conversation.pipeline.summary import SUMMARIZE
 from app.conversation.pipeline.summary_job import fold_session
 from app.ingestion.jobs import INGEST
-from app.knowledge.language_job import REBUILD_LEXICAL_INDEX
-from app.knowledge.language_job import rebuild_lexical_index as rebuild
+from app.knowledge.languages.job import REBUILD_LEXICAL_INDEX
+from app.knowledge.languages.job import rebuild_lexical_index as rebuild
 from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app
 from app.worker.runtime import close_worker_runtime, worker_runtime

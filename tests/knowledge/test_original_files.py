@@ -3,11 +3,16 @@ tenant (members only once searchable), an attachment to its owner; 404 for anyon
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.db import scope_to_tenant
+from app.models import KbDocument
 from tests.factories import LoggedIn, login, make_tenant, make_user
 from tests.knowledge.files import make_pdf
 
@@ -42,18 +47,22 @@ async def test_a_document_file_is_its_bytes_sandboxed_for_its_tenant_only(
     page = await _upload_kb(client, admin, "notes.html.txt", SCRIPTED)
     pdf = await _upload_kb(client, admin, "handbook.pdf", HANDBOOK)
 
-    # Not yet ingested: the admin may open it, a member may not search it yet.
-    early = await client.get(f"/kb/documents/{page}/file", headers=admin.headers)
-    _assert_sandboxed(early, "attachment", "notes.html.txt")
-    assert early.content == SCRIPTED
-    assert (
-        await client.get(f"/kb/documents/{page}/file", headers=member.headers)
-    ).status_code == 404
-
     await app.state.resources.jobs.drain()
     text = await client.get(f"/kb/documents/{page}/file", headers=member.headers)
     _assert_sandboxed(text, "attachment", "notes.html.txt")
     assert text.content == SCRIPTED
+
+    # Being ingested again (not searchable): the admin may open it, a member may not.
+    await scope_to_tenant(db, tenant.id)
+    await db.execute(
+        update(KbDocument).where(KbDocument.id == uuid.UUID(page)).values(status="processing")
+    )
+    await db.commit()
+    busy = await client.get(f"/kb/documents/{page}/file", headers=admin.headers)
+    _assert_sandboxed(busy, "attachment", "notes.html.txt")
+    hidden = await client.get(f"/kb/documents/{page}/file", headers=member.headers)
+    assert hidden.status_code == 404
+
     opened = await client.get(f"/kb/documents/{pdf}/file", headers=member.headers)
     _assert_sandboxed(opened, "inline", "handbook.pdf")  # a PDF opens at its page
     assert opened.headers["content-type"] == "application/pdf"

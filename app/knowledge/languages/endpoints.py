@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
 from app.core.errors import error_responses
-from app.knowledge import languages
+from app.knowledge.languages import service as languages
 from app.knowledge.schemas import TenantSettingsIn, TenantSettingsOut
 
 router = APIRouter(prefix="/admin/settings", tags=["admin"])

@@ -1,7 +1,7 @@
 """The language rebuild: a tenant's chunks re-analysed with its new language, in the
 background (the in-process runner or a Celery worker), a batch per short transaction so
 searches and chats go on meanwhile; progress is the share analysed with the tenant's
-language (`app.knowledge.languages.describe`), read from the chunks themselves.
+language (`app.knowledge.languages.service.describe`), read from the chunks themselves.
 
 A job that dies leaves the rest to the next: setting the language again enqueues one, and
 the job only ever moves chunks to the tenant's current language, so a duplicate, a late
@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.db import TENANT
 from app.core.jobs import Job
-from app.knowledge.language_repository import index_progress, other_languages, reanalyse
+from app.knowledge.languages.repository import index_progress, other_languages, reanalyse
 
 logger = logging.getLogger(__name__)
 

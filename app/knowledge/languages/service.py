@@ -4,7 +4,7 @@ The language is one of PostgreSQL's built-in text-search configurations (english
 german, simple…). Chunks are analysed with their document's own language, else with their
 tenant's; a question is analysed with every language the tenant's chunks are in
 (`app.retrieval.repository`). Choosing another language re-analyses the tenant's chunks in
-the background (`app.knowledge.language_job`); until that ends both languages are searched.
+the background (`app.knowledge.languages.job`); until that ends both languages are searched.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, UnprocessableEntity
 from app.core.jobs import enqueue_after_commit
-from app.knowledge.language_job import rebuild_job
-from app.knowledge.language_repository import (
+from app.knowledge.languages.job import rebuild_job
+from app.knowledge.languages.repository import (
     IndexProgress,
     configurations,
     index_progress,
