@@ -187,7 +187,7 @@ async def test_switching_language_rebuilds_in_the_background_while_a_chat_answer
             "progress": 0.0,
         }
         index = switched["lexical_index"]
-        for _ in range(200):  # bounded: 10 s
+        for _ in range(600):  # bounded: 30 s
             index = (await client.get("/admin/settings", headers=admin.headers)).json()[
                 "lexical_index"
             ]
