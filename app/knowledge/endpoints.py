@@ -28,6 +28,7 @@ from app.knowledge.deps import KbStatusDep, RetrieverDep
 from app.knowledge.languages.service import checked_language
 from app.knowledge.overview import overview
 from app.knowledge.schemas import (
+    LANGUAGE_SCHEMA,
     DocumentAccepted,
     DocumentOut,
     DocumentPage,
@@ -57,6 +58,7 @@ _BODY = {
                         "metadata": {"type": "object", **JSON_OBJECT_WITHOUT_NUL},
                         "language": {
                             "type": "string",
+                            **LANGUAGE_SCHEMA,
                             "description": "The document's own text-search language "
                             "(`GET /admin/settings` lists them; 422 otherwise); none: the "
                             "tenant's.",

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from app.core.json_types import (
     JSON_OBJECT_WITHOUT_NUL,
@@ -19,6 +20,41 @@ from app.retrieval.base import Hit
 
 LANGUAGE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A text-search configuration's name as PostgreSQL spells them (checked against its list)."""
+BUILT_IN_LANGUAGES = [
+    "arabic",
+    "armenian",
+    "basque",
+    "catalan",
+    "danish",
+    "dutch",
+    "english",
+    "estonian",
+    "finnish",
+    "french",
+    "german",
+    "greek",
+    "hindi",
+    "hungarian",
+    "indonesian",
+    "irish",
+    "italian",
+    "lithuanian",
+    "nepali",
+    "norwegian",
+    "portuguese",
+    "romanian",
+    "russian",
+    "serbian",
+    "simple",
+    "spanish",
+    "swedish",
+    "tamil",
+    "turkish",
+    "yiddish",
+]
+"""PostgreSQL 18's built-in text-search configurations: what the API documents; the server
+checks against the database's own list (`pg_ts_config`), 422 `unknown_language`."""
+LANGUAGE_SCHEMA: JsonDict = {"enum": list(BUILT_IN_LANGUAGES)}
 
 
 class TextDocumentIn(BaseModel):
@@ -36,7 +72,9 @@ class TextDocumentIn(BaseModel):
         default_factory=dict, json_schema_extra=JSON_OBJECT_WITHOUT_NUL
     )
     content_type: str = Field(default=TEXT, pattern=f"^({TEXT}|{MARKDOWN})$")
-    language: str | None = Field(default=None, max_length=63, pattern=LANGUAGE_NAME)
+    language: str | None = Field(
+        default=None, max_length=63, pattern=LANGUAGE_NAME, json_schema_extra=LANGUAGE_SCHEMA
+    )
     """The document's own text-search language (`GET /admin/settings` lists them); none:
     the tenant's."""
 
@@ -149,7 +187,7 @@ class TenantSettingsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    language: str = Field(max_length=63, pattern=LANGUAGE_NAME)
+    language: str = Field(max_length=63, pattern=LANGUAGE_NAME, json_schema_extra=LANGUAGE_SCHEMA)
     """One of PostgreSQL's built-in text-search configurations (english, dutch, german,
     italian, french, spanish, portuguese, simple…)."""
 

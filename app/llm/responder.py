@@ -256,12 +256,13 @@ class ExtractiveResponder:
         says where it is from ("Refund policy, page 12, section 3 Refunds: …")."""
         terms = _terms(query)
         attempts = [terms, terms | _terms(follow_up_query)] if follow_up_query else [terms]
+        considered = list(sources)[: self.max_sources]
+        read = [sentences_module.sentences(source["text"]) for source in considered]
         for words in attempts:
             parts: list[str] = []
-            for source in list(sources)[: self.max_sources]:
-                sentences = _best_sentences(
-                    source["text"], words, self.sentences_per_source, similarities
-                )
+            answers = sentences_module.chosen(read, words, self.sentences_per_source, similarities)
+            for source, found in zip(considered, answers, strict=True):
+                sentences = [sentence.text for sentence in found]
                 if sentences:
                     where = _location(source)
                     quoted = f"{' '.join(sentences)} [{source['n']}]"

@@ -40,6 +40,8 @@ SEMANTIC_FLOOR = 0.5
 (all-MiniLM: related sentences are ~0.5 and above, unrelated ones ~0.1-0.3)."""
 
 
+RELATIVE_FLOOR = 0.6
+"""A sentence scoring under this share of the best answering one is not quoted."""
 MAX_EMBEDDED_SENTENCES = 48
 """The most candidate sentences embedded for one answer (one batch of the embedder's)."""
 
@@ -131,13 +133,18 @@ def sentences(text: str) -> list[Sentence]:
 
 
 def relevance(
-    sentence: Sentence, question: set[str], similarity: float | None
+    sentence: Sentence,
+    question: set[str],
+    similarity: float | None,
+    weights: Mapping[str, float] | None = None,
 ) -> tuple[float, bool]:
-    """How well the sentence answers: the question's stems it shares plus its cosine to the
-    question; and whether it answers at all (a shared stem, or a cosine past the floor)."""
-    shared = len(stems(sentence.text) & question)
-    cosine = similarity or 0.0
-    return shared + cosine, shared > 0 or cosine >= SEMANTIC_FLOOR
+    """How well the sentence answers: the question's stems it shares (each by its weight,
+    1 unless given) plus its cosine to the question; and whether it answers at all (a
+    shared stem, or a cosine past the floor)."""
+    shared = stems(sentence.text) & question
+    cosine = max(similarity or 0.0, 0.0)
+    weight = sum((weights or {}).get(stem, 1.0) for stem in shared)
+    return weight + cosine, bool(shared) or cosine >= SEMANTIC_FLOOR
 
 
 def best(
@@ -147,14 +154,40 @@ def best(
     similarities: Mapping[str, float] | None = None,
 ) -> list[Sentence]:
     """The `limit` sentences that answer best (none if none answers), in passage order."""
-    scored = []
-    for sentence in candidates:
-        similarity = similarities.get(sentence.text) if similarities else None
-        score, answers = relevance(sentence, question, similarity)
-        if answers:
-            scored.append((score, sentence))
-    chosen = sorted(scored, key=lambda item: (-item[0], item[1].index))[:limit]
-    return sorted((sentence for _, sentence in chosen), key=lambda s: s.index)
+    return chosen([candidates], question, limit, similarities)[0]
+
+
+def chosen(
+    passages: Sequence[Sequence[Sentence]],
+    question: set[str],
+    limit: int,
+    similarities: Mapping[str, float] | None = None,
+) -> list[list[Sentence]]:
+    """For each passage, its at most `limit` sentences that answer the question, in passage
+    order, among all the passages' answers: a question word in several passages weighs less
+    (1 / the passages it is in), and a sentence scoring under `RELATIVE_FLOOR` of the best
+    one is left out ("renew my passport" quotes the passport's page, not the driving
+    licence's because it also says "renewing")."""
+    passage_stems = [set().union(*(stems(s.text) for s in passage)) for passage in passages]
+    weights = {
+        stem: 1.0 / max(1, sum(stem in found for found in passage_stems)) for stem in question
+    }
+    scored: list[list[tuple[float, Sentence]]] = []
+    for passage in passages:
+        answers = []
+        for sentence in passage:
+            similarity = similarities.get(sentence.text) if similarities else None
+            score, answering = relevance(sentence, question, similarity, weights)
+            if answering:
+                answers.append((score, sentence))
+        scored.append(answers)
+    top = max((score for answers in scored for score, _ in answers), default=0.0)
+    result = []
+    for answers in scored:
+        kept = [item for item in answers if item[0] >= RELATIVE_FLOOR * top]
+        best_first = sorted(kept, key=lambda item: (-item[0], item[1].index))[:limit]
+        result.append(sorted((sentence for _, sentence in best_first), key=lambda s: s.index))
+    return result
 
 
 def describe_location(title: str, location: Mapping[str, Any] | None) -> str | None:

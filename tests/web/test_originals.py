@@ -24,8 +24,7 @@ async def test_a_sources_original_is_saved_never_rendered_here(page: Page, world
     await expect(page.locator("#message")).to_be_visible()
     hit: dict[str, Any] = await page.evaluate(FIRST_HIT)
     turn = extractive_turn(
-        "Extractive answer (no language model is configured): Refunds are paid within "
-        "14 days. [1]",
+        "Extractive answer (no language model is configured): Refunds are paid within 14 days. [1]",
         [1],
     )
     source = {
