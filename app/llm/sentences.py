@@ -203,9 +203,12 @@ def describe_location(title: str, location: Mapping[str, Any] | None) -> str | N
     if location.get("slide") is not None:
         parts.append(f"slide {location['slide']}")
     if location.get("sheet"):
-        rows = location.get("rows")
-        span = f" rows {rows[0]}-{rows[1]}" if isinstance(rows, list | tuple) else ""
-        parts.append(f"sheet {location['sheet']}{span}")
+        parts.append(f"sheet {location['sheet']}")
+    rows = location.get("rows")  # "first-last" (app.core.location), or a pair
+    if rows:
+        parts.append(
+            f"rows {rows[0]}-{rows[1]}" if isinstance(rows, list | tuple) else f"rows {rows}"
+        )
     if location.get("chapter"):
         parts.append(f"chapter {location['chapter']}")
     if location.get("section"):

@@ -92,3 +92,9 @@ async def test_a_sentence_sharing_no_word_answers_by_meaning() -> None:
     assert answer == (
         EXTRACTIVE_NOTICE + "Customers are repaid within fourteen days of the request. [1]"
     )
+
+
+def test_a_spreadsheet_quote_names_its_sheet_and_rows() -> None:
+    located = source(1, REFUNDS, title="Plans", location={"sheet": "Refunds", "rows": "2-9"})
+    answer = ExtractiveResponder().compose([located], [], "What is the refund window?")
+    assert answer.startswith(EXTRACTIVE_NOTICE + "Plans, sheet Refunds, rows 2-9: Annual plans")
