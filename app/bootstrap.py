@@ -34,6 +34,7 @@ from app.ingestion.jobs import ingestion_handlers
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import IngestionDeps
 from app.ingestion.recovery import RecoveryLoop
+from app.knowledge.languages.job import language_handlers
 from app.retention.tasks import SWEEP
 from app.retrieval.status import KnowledgeBaseStatus
 
@@ -146,6 +147,9 @@ def build_jobs(
         return CeleryJobs(create_celery(settings))
     handlers = ingestion_handlers(ingestion, kb_status)
     handlers.update(collection_handlers(ingestion.sessionmaker))
+    handlers.update(
+        language_handlers(lambda: ingestion.sessionmaker, settings.language_rebuild_batch)
+    )
     if summaries is not None:
         handlers.update(summary_handlers(summaries))
     return InProcessJobs(handlers)

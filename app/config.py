@@ -138,6 +138,8 @@ class Settings(BaseSettings):
     """A knowledge base of at most this many chunks is searched exactly, not through HNSW."""
     chunk_tokens: int = Field(default=400, ge=50, le=2000)
     chunk_overlap_tokens: int = Field(default=60, ge=0)
+    language_rebuild_batch: int = Field(default=500, ge=1, le=100_000)
+    """Chunks re-analysed per transaction when a tenant changes its language (ADR 0076)."""
     attachment_wait_seconds: float = Field(default=60.0, ge=0)
     """How long a turn waits for its attachments to finish processing."""
     max_message_chars: int = Field(default=32_000, ge=100)

@@ -81,7 +81,7 @@ async def build_resources(settings: Settings) -> Resources:
         sessionmaker=db_sessions,
         history=history,
         retriever=retriever,
-        responder=build_responder(settings),
+        responder=build_responder(settings, embedder=embedder),
         policies=TenantPolicies(settings),
         embedder=embedder,
         rewriter=build_fast_responder(settings),

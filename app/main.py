@@ -31,6 +31,7 @@ from app.groups.endpoints import router as groups_router
 from app.guardrails.endpoints import router as guardrails_router
 from app.kb_inspect.endpoints import router as kb_inspect_router
 from app.knowledge.endpoints import router as knowledge_router
+from app.knowledge.languages.endpoints import router as tenant_settings_router
 from app.lifespan import lifespan
 from app.mcp_server.server import install_mcp
 from app.observability.endpoints import router as metrics_router
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collections_router,
         faqs_router,
         guardrails_router,
+        tenant_settings_router,
         privacy_router,
         audit_router,
         retention_router,

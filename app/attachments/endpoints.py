@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, File, UploadFile, status
+from fastapi import APIRouter, File, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app.attachments import service
 from app.attachments.schemas import AttachmentList, AttachmentOut
 from app.auth.principal import CurrentPrincipal
 from app.core.deps import DbSession, SettingsDep
+from app.core.downloads import ORIGINAL_FILE, file_response
+from app.core.errors import error_responses
 from app.core.json_types import UPLOAD_MEDIA_TYPES, UPLOADED_FILE
 from app.ingestion.uploads import read_upload
 
@@ -47,6 +49,19 @@ async def read_attachment(
 ) -> AttachmentOut:
     """One of the caller's attachments, with its status."""
     return AttachmentOut.model_validate(await service.get_owned(db, principal, attachment_id))
+
+
+@router.get(
+    "/attachments/{attachment_id}/file",
+    response_class=Response,
+    responses={200: ORIGINAL_FILE, **error_responses(404)},
+)
+async def read_attachment_file(
+    attachment_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
+) -> Response:
+    """The original file of one of the caller's attachments, as a download (a PDF inline),
+    sandboxed."""
+    return file_response(await service.original_file(db, principal, attachment_id))
 
 
 @router.delete("/attachments/{attachment_id}", status_code=status.HTTP_204_NO_CONTENT)

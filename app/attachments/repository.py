@@ -9,6 +9,7 @@ from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.downloads import StoredFile
 from app.core.repository import TenantRepository
 from app.models import Attachment, SessionAttachment
 
@@ -27,6 +28,21 @@ class AttachmentRepository(TenantRepository[Attachment]):
         return await self.db.scalar(
             self.scoped().where(Attachment.user_id == self.user_id, Attachment.id == attachment_id)
         )
+
+    async def original(self, attachment_id: uuid.UUID) -> StoredFile | None:
+        """The user's attachment's stored file, name and type (None: not theirs)."""
+        row = (
+            await self.db.execute(
+                select(Attachment.source, Attachment.filename, Attachment.content_type).where(
+                    Attachment.tenant_id == self.tenant_id,
+                    Attachment.user_id == self.user_id,
+                    Attachment.id == attachment_id,
+                )
+            )
+        ).one_or_none()
+        if row is None or row.source is None:
+            return None
+        return StoredFile(row.source, row.filename or "attachment", row.content_type)
 
     async def insert_new(self, columns: dict[str, Any]) -> Attachment | None:
         """Insert an attachment; None when the user already has one with this content hash

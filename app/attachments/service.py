@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.attachments.repository import AttachmentRepository
 from app.auth.principal import Principal
 from app.conversation.service.sessions import get_owned as get_owned_session
+from app.core.downloads import StoredFile
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.ingestion.jobs import ingest_job
@@ -86,3 +87,13 @@ async def deactivate(
     await get_owned_session(db, principal, session_id)
     if not await _repo(db, principal).unlink(session_id, attachment_id):
         raise NotFound("The attachment is not active in this session.", code="attachment_not_found")
+
+
+async def original_file(
+    db: AsyncSession, principal: Principal, attachment_id: uuid.UUID
+) -> StoredFile:
+    """The caller's attachment's uploaded file (404 for anyone else's)."""
+    stored = await _repo(db, principal).original(attachment_id)
+    if stored is None:
+        raise NotFound("No such attachment.", code="attachment_not_found")
+    return stored

@@ -10,6 +10,7 @@ from app.llm.tokens import count_tokens, truncate_to_tokens
 
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_BLANK_LINES = re.compile(r"\n{2,}")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,10 @@ def prose_units(text: str, max_tokens: int) -> list[str]:
     """Paragraphs; a paragraph too long is split into sentences; a sentence too long is cut."""
     units: list[str] = []
     for paragraph in _PARAGRAPHS.split(text):
-        paragraph = " ".join(paragraph.split())
+        # Spaces collapsed, line breaks kept: a heading line (a PDF's, a Markdown one without
+        # a blank line after it) stays apart from the sentence after it (ADR 0077).
+        paragraph = "\n".join(" ".join(line.split()) for line in paragraph.splitlines())
+        paragraph = _BLANK_LINES.sub("\n", paragraph).strip()
         if not paragraph:
             continue
         if count_tokens(paragraph) <= max_tokens:

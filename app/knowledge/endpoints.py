@@ -7,13 +7,14 @@ import uuid
 from dataclasses import replace
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.auth.principal import AdminPrincipal, CurrentPrincipal
 from app.core.deps import DbSession, RedisDep, SettingsDep
+from app.core.downloads import ORIGINAL_FILE, file_response
 from app.core.errors import BadRequest, UnprocessableEntity, error_responses
 from app.core.json_types import (
     JSON_OBJECT_WITHOUT_NUL,
@@ -25,8 +26,10 @@ from app.core.pagination import CURSOR_FORM, cursor_schema
 from app.ingestion.uploads import from_bytes, read_upload
 from app.knowledge import service
 from app.knowledge.deps import KbStatusDep, RetrieverDep
+from app.knowledge.languages.service import checked_language
 from app.knowledge.overview import overview
 from app.knowledge.schemas import (
+    LANGUAGE_SCHEMA,
     DocumentAccepted,
     DocumentOut,
     DocumentPage,
@@ -54,6 +57,13 @@ _BODY = {
                         "title": {"type": "string", "description": "No NUL (422)."},
                         "external_id": {"type": "string", "description": "No NUL (422)."},
                         "metadata": {"type": "object", **JSON_OBJECT_WITHOUT_NUL},
+                        "language": {
+                            "type": "string",
+                            **LANGUAGE_SCHEMA,
+                            "description": "The document's own text-search language "
+                            "(`GET /admin/settings` lists them; 422 otherwise); none: the "
+                            "tenant's.",
+                        },
                     },
                 },
                 "encoding": {
@@ -89,6 +99,8 @@ async def add_document(
         metadata = _metadata(form.get("metadata"))
         title = title if isinstance(title, str) else None
         external_id = external_id if isinstance(external_id, str) else None
+        given_language = form.get("language")
+        language = given_language if isinstance(given_language, str) and given_language else None
     else:
         try:
             body = TextDocumentIn.model_validate_json(await request.body())
@@ -99,6 +111,7 @@ async def add_document(
             content_type=body.content_type,
         )
         title, external_id, metadata = body.title, body.external_id, body.metadata
+        language = body.language
     document, duplicate = await service.add_document(
         db,
         admin.tenant_id,
@@ -107,6 +120,7 @@ async def add_document(
         external_id=external_id,
         metadata=metadata,
         created_by=admin.user_id,
+        language=await checked_language(db, language) if language else None,
     )
     accepted = DocumentAccepted(id=document.id, status=document.status, duplicate=duplicate)
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)
@@ -160,6 +174,19 @@ async def read_document(
 ) -> DocumentOut:
     """One knowledge-base document (admins only)."""
     return DocumentOut.model_validate(await service.get_document(db, admin, document_id))
+
+
+@router.get(
+    "/documents/{document_id}/file",
+    response_class=Response,
+    responses={200: ORIGINAL_FILE, **error_responses(404)},
+)
+async def read_document_file(
+    document_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
+) -> Response:
+    """The document's original file, as a download (a PDF inline), sandboxed: for an admin,
+    and for a member once it is searchable (ready)."""
+    return file_response(await service.original_file(db, principal, document_id))
 
 
 @router.delete("/documents/{document_id}", status_code=status.HTTP_204_NO_CONTENT)

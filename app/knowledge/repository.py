@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
+from app.core.downloads import StoredFile
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
 from app.models import KbChunk, KbDocument
@@ -32,6 +33,19 @@ class DocumentRepository(TenantRepository[KbDocument]):
             .returning(KbDocument)
         )
         return (await self.db.scalars(statement)).one_or_none()
+
+    async def original(self, doc_id: uuid.UUID, *, ready_only: bool) -> StoredFile | None:
+        """The document's stored file, name and type (`ready_only`: None unless it is ready,
+        the documents a member may search)."""
+        statement = select(
+            KbDocument.source, KbDocument.filename, KbDocument.title, KbDocument.content_type
+        ).where(KbDocument.tenant_id == self.tenant_id, KbDocument.id == doc_id)
+        if ready_only:
+            statement = statement.where(KbDocument.status == "ready")
+        row = (await self.db.execute(statement)).one_or_none()
+        if row is None or row.source is None:
+            return None
+        return StoredFile(row.source, row.filename or row.title, row.content_type)
 
     async def page(self, *, limit: int, after: Cursor | None) -> list[KbDocument]:
         """One page of the tenant's documents, keyset-paginated."""

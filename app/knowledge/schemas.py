@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from app.core.json_types import (
     JSON_OBJECT_WITHOUT_NUL,
@@ -17,6 +18,44 @@ from app.core.location import Location
 from app.core.text import snippet
 from app.ingestion.extract import MARKDOWN, TEXT
 from app.retrieval.base import Hit
+
+LANGUAGE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A text-search configuration's name as PostgreSQL spells them (checked against its list)."""
+BUILT_IN_LANGUAGES = [
+    "arabic",
+    "armenian",
+    "basque",
+    "catalan",
+    "danish",
+    "dutch",
+    "english",
+    "estonian",
+    "finnish",
+    "french",
+    "german",
+    "greek",
+    "hindi",
+    "hungarian",
+    "indonesian",
+    "irish",
+    "italian",
+    "lithuanian",
+    "nepali",
+    "norwegian",
+    "portuguese",
+    "romanian",
+    "russian",
+    "serbian",
+    "simple",
+    "spanish",
+    "swedish",
+    "tamil",
+    "turkish",
+    "yiddish",
+]
+"""PostgreSQL 18's built-in text-search configurations: what the API documents; the server
+checks against the database's own list (`pg_ts_config`), 422 `unknown_language`."""
+LANGUAGE_SCHEMA: JsonDict = {"enum": list(BUILT_IN_LANGUAGES)}
 
 
 class TextDocumentIn(BaseModel):
@@ -34,6 +73,11 @@ class TextDocumentIn(BaseModel):
         default_factory=dict, json_schema_extra=JSON_OBJECT_WITHOUT_NUL
     )
     content_type: str = Field(default=TEXT, pattern=f"^({TEXT}|{MARKDOWN})$")
+    language: str | None = Field(
+        default=None, max_length=63, pattern=LANGUAGE_NAME, json_schema_extra=LANGUAGE_SCHEMA
+    )
+    """The document's own text-search language (`GET /admin/settings` lists them); none:
+    the tenant's."""
 
 
 class DocumentAccepted(BaseModel):
@@ -59,6 +103,8 @@ class DocumentOut(BaseModel):
     progress: float
     error: str | None
     chunk_count: int
+    language: str | None = None
+    """The document's own text-search language; null: the tenant's."""
     metadata: dict[str, Any] = Field(validation_alias="doc_metadata")
     ingestion: dict[str, Any]
     created_at: datetime
@@ -139,3 +185,33 @@ class OverviewOut(BaseModel):
     documents: int
     topics: list[TopicOut]
     suggestions: list[str]
+
+
+class TenantSettingsIn(BaseModel):
+    """A tenant's settings an admin may set: its text-search language."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: str = Field(max_length=63, pattern=LANGUAGE_NAME, json_schema_extra=LANGUAGE_SCHEMA)
+    """One of PostgreSQL's built-in text-search configurations (english, dutch, german,
+    italian, french, spanish, portuguese, simple…)."""
+
+
+class LexicalIndexOut(BaseModel):
+    """How far the tenant's chunks are analysed with its language."""
+
+    language: str
+    status: str
+    """`ready`, or `rebuilding` while chunks are still analysed with another language."""
+    chunks: int
+    """The chunks that follow the tenant's language (not those of a document with its own)."""
+    analysed: int
+    progress: float
+
+
+class TenantSettingsOut(BaseModel):
+    """The tenant's language, the languages it may choose, and its lexical index."""
+
+    language: str
+    languages: list[str]
+    lexical_index: LexicalIndexOut

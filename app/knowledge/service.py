@@ -7,6 +7,7 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
+from app.core.downloads import StoredFile
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
 from app.core.json_types import JsonObject
@@ -31,9 +32,11 @@ async def add_document(
     metadata: JsonObject,
     created_by: uuid.UUID | None,
     enqueue: bool = True,
+    language: str | None = None,
 ) -> tuple[KbDocument, bool]:
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
-    the existing one with the same content in this tenant (`True`: a duplicate)."""
+    the existing one with the same content in this tenant (`True`: a duplicate).
+    `language`: its own text-search language (checked), else None: the tenant's."""
     documents = DocumentRepository(db, tenant_id)
     for _ in range(3):  # the copy that was in the way can be deleted before it is read
         document = await documents.insert_new(
@@ -42,6 +45,7 @@ async def add_document(
             external_id=external_id,
             doc_metadata=metadata,
             created_by=created_by,
+            language=language,
             **upload.new_document_columns(),
         )
         if document is not None:
@@ -93,3 +97,14 @@ async def search(
 ) -> list[Hit]:
     """The same hybrid retrieval the chat uses, over the tenant's knowledge base, ranked."""
     return await retriever.search_hits(db, tenant_id, query, k=k)
+
+
+async def original_file(db: AsyncSession, principal: Principal, doc_id: uuid.UUID) -> StoredFile:
+    """The document's uploaded file: any of the tenant's for an admin, a ready (searchable)
+    one for a member; 404 otherwise."""
+    stored = await DocumentRepository(db, principal.tenant_id).original(
+        doc_id, ready_only=not principal.is_admin
+    )
+    if stored is None:
+        raise NotFound("No such document.", code="document_not_found")
+    return stored

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.config import Settings
+from app.embeddings.base import Embedder
 from app.llm.responder import ChatModelResponder, ExtractiveResponder, Responder
 
 DEFAULT_MODELS = {
@@ -26,11 +27,13 @@ def build_fast_responder(settings: Settings) -> Responder | None:
     return build_responder(settings, model=settings.llm_fast_model)
 
 
-def build_responder(settings: Settings, *, model: str | None = None) -> Responder:
+def build_responder(
+    settings: Settings, *, model: str | None = None, embedder: Embedder | None = None
+) -> Responder:
     """The configured provider (with `model` instead of `THREADLINE_LLM_MODEL` if given), or
-    the offline extractive responder."""
+    the offline extractive responder (choosing sentences by meaning too, given `embedder`)."""
     if settings.llm == "extractive":
-        return ExtractiveResponder()
+        return ExtractiveResponder(embedder=embedder)
     model = model or settings.llm_model or DEFAULT_MODELS[settings.llm]
     if settings.llm in ("openai", "openai-compatible"):
         from langchain_openai import ChatOpenAI

@@ -8,6 +8,9 @@ Prompt caching (ADR 0035): the prompt starts with what stays the same from turn 
 caches such a prefix by itself; Anthropic caches only up to `cache_control` breakpoints, which
 `to_langchain` marks when asked. Each call's usage records how many prompt tokens the provider
 read from its cache (`cached_prompt_tokens`).
+
+Over 300 lines: both responders and the request, usage and message shapes they share; how
+the extractive one reads and chooses sentences is in `app.llm.sentences`.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from app.embeddings.base import Embedder
+from app.llm import sentences as sentences_module
 from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 from app.llm.tokens import count_tokens
 
@@ -182,11 +187,6 @@ class ChatModelResponder:
         return result.text.strip() or None
 
 
-_WORD = re.compile(r"[A-Za-z0-9À-ÿ]{3,}")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKUP = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]|^#+\s*|^[-*+]\s+|`")
-_HEADING = re.compile(r"\s*#{1,6}\s")
-_ENDS_A_SENTENCE = (".", "!", "?", ":", ";", ")", '"', "'", "\u201d")
 EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured): "
 NO_SOURCES = (
     "Extractive answer (no language model is configured): I found nothing in the knowledge "
@@ -195,32 +195,22 @@ NO_SOURCES = (
 
 
 def _terms(text: str) -> set[str]:
-    from app.core.text import content_words
-
-    return {w.lower() for w in content_words(text) if len(w) > 2}
+    return sentences_module.question_stems(text)
 
 
-def _best_sentences(text: str, terms: set[str], limit: int) -> list[str]:
-    """The passage's sentences that share most terms with the question (none if none do),
-    without markup or bracketed numbers that would read as citations. A heading is no
-    sentence (joined to the next one it read "Your data and privacy You can download…"),
-    and a line that ends without punctuation (a list item) gets a full stop."""
-    sentences = [
-        _full_stop(_MARKUP.sub("", piece).strip())
-        for piece in _SENTENCE.split(text)
-        if not _HEADING.match(piece)
-    ]
-    scored = [
-        (len(_terms(sentence) & terms), index, sentence)
-        for index, sentence in enumerate(sentences)
-        if len(sentence.split()) >= 4
-    ]
-    relevant = sorted((item for item in scored if item[0] > 0), key=lambda i: (-i[0], i[1]))
-    return [sentence for _, _, sentence in sorted(relevant[:limit], key=lambda i: i[1])]
+def _best_sentences(
+    text: str, terms: set[str], limit: int, similarities: Mapping[str, float] | None = None
+) -> list[str]:
+    """The passage's sentences that answer the question best (none if none does): by the
+    stems they share with it and, given `similarities`, by meaning (`app.llm.sentences`)."""
+    found = sentences_module.sentences(text)
+    return [s.text for s in sentences_module.best(found, terms, limit, similarities)]
 
 
-def _full_stop(sentence: str) -> str:
-    return sentence if not sentence or sentence.endswith(_ENDS_A_SENTENCE) else sentence + "."
+def _location(source: SourceRef) -> str | None:
+    """Where a source's passage is, in words, when it carries a location."""
+    location = cast(Mapping[str, Any], source).get("location")
+    return sentences_module.describe_location(source["title"], location)
 
 
 class ExtractiveResponder:
@@ -230,9 +220,26 @@ class ExtractiveResponder:
     uses_language_model = False
     cache_breakpoints = False
 
-    def __init__(self, max_sources: int = 3, sentences_per_source: int = 2) -> None:
+    def __init__(
+        self,
+        max_sources: int = 3,
+        sentences_per_source: int = 2,
+        *,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.max_sources = max_sources
         self.sentences_per_source = sentences_per_source
+        self.embedder = embedder
+        """Compares sentences with the question by meaning; None: by their words alone."""
+
+    async def similarities(
+        self, sources: Sequence[SourceRef], query: str
+    ) -> dict[str, float] | None:
+        """Each candidate sentence's cosine to the question, or None without an embedder."""
+        if self.embedder is None:
+            return None
+        texts = [source["text"] for source in list(sources)[: self.max_sources]]
+        return await sentences_module.similarities(self.embedder, query, texts)
 
     def compose(
         self,
@@ -240,18 +247,26 @@ class ExtractiveResponder:
         history: Sequence[HistoryTurn],
         query: str,
         follow_up_query: str = "",
+        similarities: Mapping[str, float] | None = None,
     ) -> str:
-        """The answer: the best sentences of the sources for the question's words, else for a
-        follow-up's standalone query ("How long does it take?" names nothing the sources
-        say; "erase data how long does it take" does); else of earlier turns."""
+        """The answer: the sentences of the sources that answer the question (by its words'
+        stems, and by meaning given `similarities`), else a follow-up's standalone query
+        ("How long does it take?" names nothing the sources say; "erase data how long does
+        it take" does); else of earlier turns. A quote from a source that knows its location
+        says where it is from ("Refund policy, page 12, section 3 Refunds: …")."""
         terms = _terms(query)
         attempts = [terms, terms | _terms(follow_up_query)] if follow_up_query else [terms]
+        considered = list(sources)[: self.max_sources]
+        read = [sentences_module.sentences(source["text"]) for source in considered]
         for words in attempts:
             parts: list[str] = []
-            for source in list(sources)[: self.max_sources]:
-                sentences = _best_sentences(source["text"], words, self.sentences_per_source)
+            answers = sentences_module.chosen(read, words, self.sentences_per_source, similarities)
+            for source, found in zip(considered, answers, strict=True):
+                sentences = [sentence.text for sentence in found]
                 if sentences:
-                    parts.append(f"{' '.join(sentences)} [{source['n']}]")
+                    where = _location(source)
+                    quoted = f"{' '.join(sentences)} [{source['n']}]"
+                    parts.append(f"{where}: {quoted}" if where else quoted)
             if parts:
                 return EXTRACTIVE_NOTICE + "\n\n".join(parts)
         # A conversational turn: what was said earlier that matches the question.
@@ -268,7 +283,11 @@ class ExtractiveResponder:
     async def stream(self, request: ModelRequest, generation: Generation) -> AsyncIterator[str]:
         """Stream the composed answer word by word."""
         answer = self.compose(
-            request.sources, request.history, request.query, request.follow_up_query
+            request.sources,
+            request.history,
+            request.query,
+            request.follow_up_query,
+            await self.similarities(request.sources, request.query),
         )
         generation.prompt_tokens = sum(count_tokens(m["content"]) for m in request.prompt)
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
@@ -279,7 +298,11 @@ class ExtractiveResponder:
     async def answer(self, request: ModelRequest, generation: Generation) -> str:
         """The composed answer in one piece."""
         text = self.compose(
-            request.sources, request.history, request.query, request.follow_up_query
+            request.sources,
+            request.history,
+            request.query,
+            request.follow_up_query,
+            await self.similarities(request.sources, request.query),
         )
         generation.text.append(text)
         generation.count(request.prompt)

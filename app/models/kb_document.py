@@ -12,7 +12,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import JSONB, REGCONFIG, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, TenantOwned, Timestamped
@@ -46,6 +46,8 @@ class KbDocument(TenantOwned, DocumentColumns, Timestamped, Base):
     created_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     collection_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     """Its collection; left unset, the tenant's default one (a trigger, migration 0031)."""
+    language: Mapped[str | None] = mapped_column(REGCONFIG)
+    """The document's own text-search configuration; None: its tenant's (ADR 0076)."""
 
 
 # The ingestion recovery scans only in-flight rows (migration 0017).

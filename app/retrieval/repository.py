@@ -34,7 +34,7 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, distinct_on
+from sqlalchemy.dialects.postgresql import ARRAY, REGCONFIG, distinct_on
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -70,9 +70,10 @@ _BM25 = text(
              CAST(:title_weight AS float8) AS title_weight,
              CAST(:rare_share AS float8) AS rare_share
     ),
-    terms AS (
+    terms AS (  -- the question analysed with every configuration the chunks were
       SELECT DISTINCT t.lexeme
-      FROM unnest(tsvector_to_array(to_tsvector('english', :query))) AS t(lexeme)
+      FROM unnest(CAST(:languages AS regconfig[])) AS l(config)
+      CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(l.config, :query))) AS t(lexeme)
     ),
     corpus AS (
       SELECT chunks::float8 AS n,
@@ -154,6 +155,37 @@ _BM25 = text(
 )
 
 
+# The text-search configurations the tenant's chunks were analysed with, and the tenant's
+# own (what new chunks get): a question is analysed with each, so a chunk matches in its
+# language; while a language switch re-analyses the chunks, both the old and the new one.
+# Read by a skip scan of `(tenant_id, language)` (migration 0030): one index probe per
+# language, whatever the number of chunks.
+_LANGUAGES_SQL = """
+    WITH RECURSIVE kb(config) AS (
+      (SELECT language FROM kb_chunks WHERE tenant_id = :tenant ORDER BY language LIMIT 1)
+      UNION ALL
+      SELECT (SELECT c.language FROM kb_chunks c
+              WHERE c.tenant_id = :tenant AND c.language > kb.config
+              ORDER BY c.language LIMIT 1)
+      FROM kb WHERE kb.config IS NOT NULL
+    ),
+    attached(config) AS (
+      (SELECT language FROM attachment_chunks WHERE tenant_id = :tenant
+       ORDER BY language LIMIT 1)
+      UNION ALL
+      SELECT (SELECT c.language FROM attachment_chunks c
+              WHERE c.tenant_id = :tenant AND c.language > attached.config
+              ORDER BY c.language LIMIT 1)
+      FROM attached WHERE attached.config IS NOT NULL
+    )
+    SELECT array_agg(DISTINCT config::text ORDER BY config::text) FROM (
+      SELECT config FROM kb UNION ALL SELECT config FROM attached
+      UNION ALL SELECT tenant_text_config(:tenant)
+    ) AS every WHERE config IS NOT NULL
+"""
+_LANGUAGES = text(_LANGUAGES_SQL)
+
+
 # One round trip before the legs: the search settings of this transaction (SET LOCAL), the
 # size of the tenant's knowledge base, which decides exact scan or HNSW, and the model whose
 # vectors are stored (changed by `threadline reindex` while this process may still run).
@@ -165,8 +197,9 @@ _PREPARE_SEARCH = text(
            set_config('hnsw.ef_search', :ef_search, true),
            set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
            (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks,
-           (SELECT model FROM embedding_space WHERE name = 'default') AS model
-    """
+           (SELECT model FROM embedding_space WHERE name = 'default') AS model,
+           ({LANGUAGES}) AS languages
+    """.replace("{LANGUAGES}", _LANGUAGES_SQL)
 )
 
 
@@ -212,9 +245,14 @@ def query_words(query: str) -> str:
     return " or ".join(_WORDS.findall(query.lower())[:64])
 
 
-def _or_query(query: str) -> ColumnElement[Any]:
-    """`query_words`, stemmed once by the `english` configuration."""
-    return func.websearch_to_tsquery("english", query_words(query) or "")
+def _or_query(query: str, languages: Sequence[str]) -> ColumnElement[Any]:
+    """`query_words`, stemmed by each of these configurations, OR-ed."""
+    words = query_words(query) or ""
+    configs = [cast(literal(language), REGCONFIG) for language in languages]
+    tsquery: ColumnElement[Any] = func.websearch_to_tsquery(configs[0], words)
+    for config in configs[1:]:
+        tsquery = tsquery.op("||")(func.websearch_to_tsquery(config, words))
+    return tsquery
 
 
 def _hits(kind: Literal["kb", "attachment"], rows: Sequence[Any]) -> list[Hit]:
@@ -247,6 +285,15 @@ class SearchRepository:
         self.db = db
         self.tenant_id = tenant_id
         self.collections = visible_collections(db)
+        self._languages: list[str] | None = None
+        """The configurations a question is analysed with (`prepare` reads them)."""
+
+    async def languages(self) -> list[str]:
+        """The text-search configurations of the tenant's chunks and its own, read once."""
+        if self._languages is None:
+            found = await self.db.scalar(_LANGUAGES, {"tenant": self.tenant_id})
+            self._languages = list(found or ["english"])
+        return self._languages
 
     async def prepare(self, *, ef_search: int) -> tuple[int, str | None]:
         """Set this transaction's HNSW search settings; the chunks of the tenant's
@@ -261,6 +308,7 @@ class SearchRepository:
                 },
             )
         ).one()
+        self._languages = list(prepared.languages or ["english"])
         return int(prepared.kb_chunks or 0), prepared.model
 
     async def nearest(
@@ -313,6 +361,7 @@ class SearchRepository:
                     "limit": limit,
                     "documents": None if document_ids is None else list(document_ids),
                     "collections": self.collections,
+                    "languages": await self.languages(),
                 },
             )
         ).all()
@@ -350,7 +399,7 @@ class SearchRepository:
         """The chunks of `source` matching `query`, best `ts_rank_cd` first (`limit` None:
         all of them)."""
         chunk = source.chunk
-        tsquery = _or_query(query)
+        tsquery = _or_query(query, await self.languages())
         score = cast(func.ts_rank_cd(chunk.tsv, tsquery, 32), Float)
         statement = (
             _scored_chunks(source, score)

@@ -49,6 +49,8 @@ class TenantSettings(TypedDict, total=False):
     guardrails: JsonObject
     limits: dict[str, int]
     retention: RetentionSettings
+    language: str
+    """The text-search configuration of the tenant's lexical index (ADR 0076)."""
 
 
 async def tenant_settings(db: AsyncSession, tenant_id: uuid.UUID) -> TenantSettings:

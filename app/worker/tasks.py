@@ -19,6 +19,8 @@ from app.collections.jobs import DELETE_COLLECTION
 from app.conversation.pipeline.summary import SUMMARIZE
 from app.conversation.pipeline.summary_job import fold_session
 from app.ingestion.jobs import INGEST
+from app.knowledge.languages.job import REBUILD_LEXICAL_INDEX
+from app.knowledge.languages.job import rebuild_lexical_index as rebuild
 from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app
 from app.worker.runtime import close_worker_runtime, worker_runtime
@@ -43,6 +45,23 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
         return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
 
     return runtime.run(run())
+
+
+@celery_app.task(name=REBUILD_LEXICAL_INDEX, acks_late=True)
+def rebuild_lexical_index(tenant_id: str) -> int:
+    """Re-analyse a tenant's chunks with its language (ADR 0076); how many were. A task
+    run twice, or after the language changed again, is harmless: it only moves chunks to
+    the tenant's current language."""
+    import uuid
+
+    runtime = worker_runtime()
+    return runtime.run(
+        rebuild(
+            runtime.sessionmaker,
+            uuid.UUID(tenant_id),
+            batch=runtime.settings.language_rebuild_batch,
+        )
+    )
 
 
 @celery_app.task(name=SUMMARIZE)

@@ -14,7 +14,7 @@
    maintenance). Every authenticated request and every chat turn sets the list.
 
 Revision ID: 0031
-Revises: 0029
+Revises: 0030
 Create Date: 2026-11-28
 """
 
@@ -26,7 +26,7 @@ from rls_ops import enable_tenant_rls, grant_dml
 from sqlalchemy.dialects import postgresql as pg
 
 revision: str = "0031"
-down_revision: str | None = "0029"
+down_revision: str | None = "0030"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

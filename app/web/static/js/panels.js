@@ -4,6 +4,7 @@
 
 import { coversScreen, h, mount, trapFocus } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
+import { originalButton } from "./originals.js";
 
 const KIND = { kb: "Knowledge base document", attachment: "Attachment", faq: "FAQ entry" };
 
@@ -121,6 +122,7 @@ function sourceItem(turn, source, n, ranked) {
     h("p", { class: "meta" }, KIND[source.kind] || source.kind, raw && raw !== title ? ` · ${raw}` : "", " · ", relevance(source, ranked)),
     where ? h("p", { class: "location" }, where) : null,
     snippet,
+    originalButton(source),
   );
 }
 
