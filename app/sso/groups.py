@@ -1,8 +1,10 @@
 """The hook that receives a user's groups from the identity provider at each SSO sign-in.
 
-The groups themselves belong to another package; this one only says what it hands over. The
-application sets an implementation on `app.state.sso_group_sync` (see `group_sync`); without
-one, groups are read and dropped.
+The groups themselves belong to `app.groups`; this module only says what it hands over. By
+default the user is made a member of exactly the tenant's existing groups the provider names
+(`DirectoryGroupSync`): a name no group has is ignored, so an admin decides which of the
+provider's groups mean something here by creating a group of the same name. Another
+implementation may be set on `app.state.sso_group_sync` (see `group_sync`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Protocol
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.groups.service import set_user_groups_by_name
 
 STATE_ATTRIBUTE = "sso_group_sync"
 
@@ -30,16 +34,18 @@ class GroupSync(Protocol):
         ...
 
 
-class NoGroupSync:
-    """The default: groups are not mapped."""
+class DirectoryGroupSync:
+    """The default: the user's memberships follow the provider's names of existing groups
+    (the change audited by `app.groups`)."""
 
     async def set_user_groups(
         self, db: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID, names: Sequence[str]
     ) -> None:
-        """Do nothing."""
+        """Make the user a member of exactly the named groups that exist."""
+        await set_user_groups_by_name(db, tenant_id, user_id, names)
 
 
 def group_sync(app: FastAPI) -> GroupSync:
-    """The application's group hook, or the no-op."""
+    """The application's group hook: the one set on its state, or `DirectoryGroupSync`."""
     hook: GroupSync | None = getattr(app.state, STATE_ATTRIBUTE, None)
-    return hook if hook is not None else NoGroupSync()
+    return hook if hook is not None else DirectoryGroupSync()

@@ -108,13 +108,16 @@ async def test_the_groups_claim_reaches_the_hook_at_every_sign_in(
 ) -> None:
     hook = RecordingGroupSync()
     app.state.sso_group_sync = hook
-    tenant, admin = await _tenant_with_admin(client, db)
-    await configure(client, admin, op)
-    email = f"g-{uuid.uuid4().hex[:6]}@example.com"
-    op.set_accounts({email: {"groups": ["Engineering", "HR", "Engineering"]}})
-    assert (await sign_in(client, tenant, email)).headers["location"] == "/"
-    op.set_accounts({email: {"groups": ["Engineering"]}})
-    assert (await sign_in(client, tenant, email)).headers["location"] == "/"
+    try:
+        tenant, admin = await _tenant_with_admin(client, db)
+        await configure(client, admin, op)
+        email = f"g-{uuid.uuid4().hex[:6]}@example.com"
+        op.set_accounts({email: {"groups": ["Engineering", "HR", "Engineering"]}})
+        assert (await sign_in(client, tenant, email)).headers["location"] == "/"
+        op.set_accounts({email: {"groups": ["Engineering"]}})
+        assert (await sign_in(client, tenant, email)).headers["location"] == "/"
+    finally:
+        app.state.sso_group_sync = None
 
     user = await _user(db, tenant, email)
     assert user is not None
@@ -122,6 +125,37 @@ async def test_the_groups_claim_reaches_the_hook_at_every_sign_in(
         (tenant.id, user.id, ["Engineering", "HR"]),
         (tenant.id, user.id, ["Engineering"]),
     ]
+
+
+async def test_the_groups_claim_sets_the_memberships_of_existing_groups(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, op: OpenIdProvider
+) -> None:
+    """By default the provider's group names become memberships of the tenant's groups of
+    those names; a name no group has is ignored, and a group the claim stops naming is left."""
+    app.state.sso_group_sync = None
+    tenant, admin = await _tenant_with_admin(client, db)
+    await configure(client, admin, op)
+    made = {}
+    for name in ("Engineering", "HR"):
+        created = await client.post("/admin/groups", json={"name": name}, headers=admin.headers)
+        assert created.status_code == 201, created.text
+        made[name] = created.json()["id"]
+    email = f"m-{uuid.uuid4().hex[:6]}@example.com"
+
+    async def members(name: str) -> set[str]:
+        group = await client.get(f"/admin/groups/{made[name]}", headers=admin.headers)
+        assert group.status_code == 200, group.text
+        return {m["email"] for m in group.json()["member_list"]}
+
+    op.set_accounts({email: {"groups": ["Engineering", "HR", "Board"]}})
+    assert (await sign_in(client, tenant, email)).headers["location"] == "/"
+    assert email in await members("Engineering") and email in await members("HR")
+    op.set_accounts({email: {"groups": ["Engineering"]}})
+    assert (await sign_in(client, tenant, email)).headers["location"] == "/"
+    assert email in await members("Engineering")
+    assert email not in await members("HR")
+    listed = await client.get("/admin/groups", headers=admin.headers)
+    assert "Board" not in {g["name"] for g in listed.json()["items"]}
 
 
 async def test_a_replayed_callback_is_refused(
