@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.downloads import StoredFile
 from app.core.repository import TenantRepository
+from app.ingestion.uploads import NewDocumentColumns
 from app.models import Attachment, SessionAttachment
 
 
@@ -44,7 +45,7 @@ class AttachmentRepository(TenantRepository[Attachment]):
             return None
         return StoredFile(row.source, row.filename or "attachment", row.content_type)
 
-    async def insert_new(self, columns: dict[str, Any]) -> Attachment | None:
+    async def insert_new(self, columns: NewDocumentColumns) -> Attachment | None:
         """Insert an attachment; None when the user already has one with this content hash
         (INSERT ... ON CONFLICT: concurrent identical uploads store one row)."""
         inserted = await self.db.scalars(

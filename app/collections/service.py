@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
+from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
@@ -26,6 +26,7 @@ from app.collections.schemas import (
 from app.core.db import visible_collections
 from app.core.errors import Conflict, NotFound
 from app.core.jobs import enqueue_after_commit
+from app.core.json_types import JsonObject
 from app.groups.repository import GroupRepository
 from app.groups.service import audit
 from app.models import KbCollection
@@ -50,13 +51,10 @@ def _out(
     )
 
 
-def _state(c: KbCollection, groups: Sequence[uuid.UUID]) -> dict[str, Any]:
+def _state(c: KbCollection, groups: Sequence[uuid.UUID]) -> JsonObject:
     """What the audit records of a collection's scope."""
-    return {
-        "name": c.name,
-        "visibility": c.visibility,
-        "group_ids": sorted(str(g) for g in groups),
-    }
+    group_ids: list[JsonValue] = [str(g) for g in sorted(groups, key=str)]
+    return {"name": c.name, "visibility": c.visibility, "group_ids": group_ids}
 
 
 async def _collection(db: AsyncSession, admin: Principal, collection_id: uuid.UUID) -> KbCollection:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from app.auth.principal import AdminPrincipal
@@ -18,7 +16,7 @@ router = APIRouter(prefix="/admin/guardrails", tags=["admin"])
 @router.get("")
 async def read_guardrails(
     admin: AdminPrincipal, db: DbSession, settings: SettingsDep
-) -> dict[str, Any]:
+) -> service.GuardrailsView:
     """The tenant's overrides and the policy in effect (overrides over platform defaults)."""
     return await service.read_policy(db, settings, admin.tenant_id)
 
@@ -30,6 +28,6 @@ async def set_guardrails(
     db: DbSession,
     settings: SettingsDep,
     policies: PoliciesDep,
-) -> dict[str, Any]:
+) -> service.GuardrailsView:
     """Replace the tenant's overrides; null fields fall back to the platform defaults."""
     return await service.set_policy(db, settings, policies, admin.tenant_id, body)

@@ -7,7 +7,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from starlette.datastructures import UploadFile
 
@@ -15,6 +15,17 @@ from app.core.errors import PayloadTooLarge, UnprocessableEntity
 from app.ingestion.extract import sniff
 
 READ_CHUNK = 1024 * 1024
+
+
+class NewDocumentColumns(TypedDict):
+    """The columns a document or attachment made from an upload starts with."""
+
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    content_hash: str
+    source: bytes
+    status: str
 
 
 @dataclass(frozen=True)
@@ -26,7 +37,7 @@ class Upload:
     content_type: str
     content_hash: str
 
-    def new_document_columns(self) -> dict[str, Any]:
+    def new_document_columns(self) -> NewDocumentColumns:
         """The columns a document or attachment made from this upload starts with."""
         return {
             "filename": self.filename,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from app.core.json_types import JsonObject
 from app.models import SsoProvider
 from app.sso.id_token import SsoRefused
 
@@ -11,7 +10,7 @@ MAX_GROUPS = 500
 MAX_GROUP_NAME = 200
 
 
-def verified_email(claims: dict[str, Any], provider: SsoProvider) -> str:
+def verified_email(claims: JsonObject, provider: SsoProvider) -> str:
     """The ID token's e-mail, lower-cased, if the tenant allows its domain."""
     email = claims.get("email")
     if not isinstance(email, str) or "@" not in email:
@@ -24,7 +23,7 @@ def verified_email(claims: dict[str, Any], provider: SsoProvider) -> str:
     return email
 
 
-def group_names(claims: dict[str, Any], claim: str | None) -> list[str] | None:
+def group_names(claims: JsonObject, claim: str | None) -> list[str] | None:
     """The groups claim as a list of names; None when not configured or not sent (then
     memberships are left alone rather than emptied by a provider that stopped sending it)."""
     if not claim or claim not in claims:

@@ -15,13 +15,14 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import jwt
+from pydantic import JsonValue
 
 from app.config import Settings
+from app.core.json_types import JsonObject
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def check_url(url: str) -> None:
         raise ProviderUnavailable(f"{url}: {exc}") from exc
 
 
-async def fetch_json(settings: Settings, url: str) -> dict[str, Any]:
+async def fetch_json(settings: Settings, url: str) -> JsonObject:
     """GET a JSON object from a provider, bounded in time and size."""
     check_url(url)
     try:
@@ -96,7 +97,7 @@ async def fetch_json(settings: Settings, url: str) -> dict[str, Any]:
     return document
 
 
-def _metadata(issuer: str, document: dict[str, Any]) -> ProviderMetadata:
+def _metadata(issuer: str, document: JsonObject) -> ProviderMetadata:
     # OpenID Connect Discovery 1.0 §4.3: the document's issuer must be exactly the one asked.
     if document.get("issuer") != issuer:
         raise ProviderUnavailable(
@@ -108,19 +109,24 @@ def _metadata(issuer: str, document: dict[str, Any]) -> ProviderMetadata:
         if not isinstance(value, str) or not value.startswith(("https://", "http://")):
             raise ProviderUnavailable(f"the discovery document has no usable {name}")
         endpoints[name] = value
-    methods = document.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
-    algorithms = document.get("id_token_signing_alg_values_supported") or ["RS256"]
+    methods = _strings(document.get("token_endpoint_auth_methods_supported"))
+    algorithms = _strings(document.get("id_token_signing_alg_values_supported"))
     return ProviderMetadata(
         issuer=issuer,
-        token_auth_methods=tuple(str(m) for m in methods),
-        signing_algorithms=tuple(str(a) for a in algorithms),
+        token_auth_methods=methods or ("client_secret_basic",),
+        signing_algorithms=algorithms or ("RS256",),
         iss_parameter_supported=document.get("authorization_response_iss_parameter_supported")
         is True,
         **endpoints,
     )
 
 
-def _key_set(document: dict[str, Any]) -> dict[str | None, jwt.PyJWK]:
+def _strings(value: JsonValue | None) -> tuple[str, ...]:
+    """A discovery document's list of names (anything else reads as none given)."""
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _key_set(document: JsonObject) -> dict[str | None, jwt.PyJWK]:
     keys: dict[str | None, jwt.PyJWK] = {}
     entries = document.get("keys")
     for entry in entries if isinstance(entries, list) else []:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Any
 
 import jwt
 
+from app.core.json_types import JsonObject
 from app.sso.directory import ProviderDirectory, ProviderMetadata
 
 ASYMMETRIC = frozenset(
@@ -42,7 +42,7 @@ class Expected:
 
 async def verify_id_token(
     directory: ProviderDirectory, metadata: ProviderMetadata, token: str, expected: Expected
-) -> dict[str, Any]:
+) -> JsonObject:
     """The token's claims, or `SsoRefused`."""
     try:
         header = jwt.get_unverified_header(token)
@@ -56,7 +56,7 @@ async def verify_id_token(
     if key is None:
         raise SsoRefused("id_token_unknown_key", f"no signing key {kid!r} at the provider")
     try:
-        claims: dict[str, Any] = jwt.decode(
+        claims: JsonObject = jwt.decode(
             token,
             key,
             algorithms=[algorithm],

@@ -3,8 +3,6 @@ the settings before and after it (the secret never: only whether it changed)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.log import record
@@ -12,6 +10,7 @@ from app.auth.principal import Principal
 from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.core.errors import Conflict, NotFound
+from app.core.json_types import JsonObject
 from app.models import SsoProvider
 from app.sso.repository import SsoProviderRepository
 from app.sso.schemas import SsoSettingsIn
@@ -29,7 +28,7 @@ _AUDITED = (
 )
 
 
-def _snapshot(provider: SsoProvider | None) -> dict[str, Any] | None:
+def _snapshot(provider: SsoProvider | None) -> JsonObject | None:
     if provider is None:
         return None
     return {name: getattr(provider, name) for name in _AUDITED} | {"client_secret": "[redacted]"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from app.auth.principal import AdminPrincipal
@@ -16,7 +14,7 @@ router = APIRouter(prefix="/admin/settings", tags=["admin"])
 
 
 @router.get("", response_model=TenantSettingsOut)
-async def read_settings(admin: AdminPrincipal, db: DbSession) -> dict[str, Any]:
+async def read_settings(admin: AdminPrincipal, db: DbSession) -> TenantSettingsOut:
     """The tenant's language, those it may choose, and its lexical index's progress."""
     return await languages.describe(db, admin.tenant_id)
 
@@ -24,7 +22,7 @@ async def read_settings(admin: AdminPrincipal, db: DbSession) -> dict[str, Any]:
 @router.put("", response_model=TenantSettingsOut, responses=error_responses(422))
 async def set_settings(
     body: TenantSettingsIn, admin: AdminPrincipal, db: DbSession
-) -> dict[str, Any]:
+) -> TenantSettingsOut:
     """Choose the tenant's language: its chunks are re-analysed with it in the background
     (`lexical_index` shows how far; searches and chats go on meanwhile)."""
     return await languages.set_language(db, admin.tenant_id, body.language)

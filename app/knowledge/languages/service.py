@@ -10,7 +10,6 @@ the background (`app.knowledge.languages.job`); until that ends both languages a
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,6 +22,7 @@ from app.knowledge.languages.repository import (
     index_progress,
     tenant_language,
 )
+from app.knowledge.schemas import LexicalIndexOut, TenantSettingsOut
 from app.tenants.repository import lock_tenant_settings, store_tenant_settings
 
 SETTINGS_KEY = "language"
@@ -41,29 +41,29 @@ async def checked_language(db: AsyncSession, name: str) -> str:
     return wanted
 
 
-def _index(progress: IndexProgress) -> dict[str, Any]:
+def _index(progress: IndexProgress) -> LexicalIndexOut:
     remaining = progress.chunks - progress.analysed
-    return {
-        "language": progress.language,
-        "status": "rebuilding" if remaining else "ready",
-        "chunks": progress.chunks,
-        "analysed": progress.analysed,
-        "progress": round(progress.analysed / progress.chunks, 4) if progress.chunks else 1.0,
-    }
+    return LexicalIndexOut(
+        language=progress.language,
+        status="rebuilding" if remaining else "ready",
+        chunks=progress.chunks,
+        analysed=progress.analysed,
+        progress=round(progress.analysed / progress.chunks, 4) if progress.chunks else 1.0,
+    )
 
 
-async def describe(db: AsyncSession, tenant_id: uuid.UUID) -> dict[str, Any]:
+async def describe(db: AsyncSession, tenant_id: uuid.UUID) -> TenantSettingsOut:
     """The tenant's language, the languages it may choose, and how far its lexical index
     is analysed with it (the chunks that follow the tenant: not those of a document that
     has its own language)."""
-    return {
-        "language": await tenant_language(db, tenant_id),
-        "languages": await configurations(db),
-        "lexical_index": _index(await index_progress(db, tenant_id)),
-    }
+    return TenantSettingsOut(
+        language=await tenant_language(db, tenant_id),
+        languages=await configurations(db),
+        lexical_index=_index(await index_progress(db, tenant_id)),
+    )
 
 
-async def set_language(db: AsyncSession, tenant_id: uuid.UUID, name: str) -> dict[str, Any]:
+async def set_language(db: AsyncSession, tenant_id: uuid.UUID, name: str) -> TenantSettingsOut:
     """Store the tenant's language; once that commits, a job re-analyses the chunks still
     in another one (enqueued again when nothing changed but some are left: a rebuild that
     died is resumed by setting the language again)."""
@@ -73,6 +73,6 @@ async def set_language(db: AsyncSession, tenant_id: uuid.UUID, name: str) -> dic
         raise NotFound("No such tenant.", code="tenant_not_found")
     await store_tenant_settings(db, tenant_id, {**current, "language": language})
     described = await describe(db, tenant_id)
-    if described["lexical_index"]["status"] == "rebuilding":
+    if described.lexical_index.status == "rebuilding":
         enqueue_after_commit(db, rebuild_job(tenant_id))
     return described
