@@ -3,24 +3,39 @@
 Each runs on its worker process's long-lived event loop (`app.worker.runtime`), so
 concurrent tasks share the ingestion pipeline's batches and one engine; the retention sweep
 beat schedules runs there too, on the same engine.
+
+At SIGTERM the worker does not wait for its ingestions (docs/adr/0084): the signal makes
+the runtime cancel them and hand their documents back, and each ingestion task then
+rejects its message back to the broker (`acks_late`), for the next worker to take at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
+from concurrent.futures import CancelledError
 from typing import Any
 
 from celery.concurrency.prefork import TaskPool as PreforkPool
-from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
+from celery.exceptions import Reject
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutting_down,
+)
 from celery.signals import worker_shutdown as worker_stopping
 
 from app.conversation.pipeline.summary import SUMMARIZE
 from app.conversation.pipeline.summary_job import fold_session
 from app.ingestion.jobs import INGEST
+from app.ingestion.pipeline import SKIPPED, STOPPED
 from app.retention.tasks import SWEEP, sweep_job
 from app.worker.celery_app import celery_app
-from app.worker.runtime import close_worker_runtime, worker_runtime
+from app.worker.runtime import close_worker_runtime, hand_back_ingestions, worker_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +49,30 @@ def ping() -> str:
 @celery_app.task(name=INGEST, acks_late=True)
 def ingest(kind: str, tenant_id: str, object_id: str) -> str:
     """Ingest one document or attachment (retries inside the pipeline). `skipped` when it
-    was not this task's to do: already ingested, or held by another live process."""
+    was not this task's to do: already ingested, or held by another live process. Stopped
+    by SIGTERM, its message goes back to the broker (`Reject`, requeued)."""
+    _hand_back_at_sigterm()
     runtime = worker_runtime()
+    if runtime.stopping:
+        raise Reject("the worker is stopping", requeue=True)
     handler = runtime.run(runtime.ingestion_handlers())[INGEST]
 
     async def run() -> str:
         return str(await handler(kind=kind, tenant_id=tenant_id, object_id=object_id))
 
-    return runtime.run(run())
+    try:
+        status = runtime.run(run())
+    except CancelledError:  # cancelled by the hand-back (`stop`)
+        if not runtime.stopping:
+            raise
+        status = STOPPED
+    if runtime.stopping and status in (SKIPPED, STOPPED):
+        # Not finished here: once the document is handed back (unclaimed), the message goes
+        # back to the queue for the next worker. A duplicate of the recovery's job is
+        # harmless: the claim lets one process at a time ingest a document.
+        runtime.wait_handed_back()
+        raise Reject("the worker is stopping", requeue=True)
+    return status
 
 
 @celery_app.task(name=SUMMARIZE)
@@ -74,16 +105,51 @@ def _build() -> None:
         logger.exception("worker runtime could not be built")
 
 
+_prefork_pools: list[PreforkPool] = []
+"""The worker's prefork pool, if it runs one: SIGTERM is passed on to its children."""
+
+
+_child = threading.local()
+"""In a prefork child's main thread: `ready` once the child hands back at SIGTERM."""
+
+
+def _hand_back_at_sigterm() -> None:
+    """In a prefork child, before its first ingestion: SIGTERM hands the child's documents
+    back. billiard sets the child's SIGTERM to exit at once after `worker_process_init` (the
+    message then requeued, but its document held until the lease lapses), hence here, in the
+    task, which runs in the child's main thread (where handlers are set)."""
+    if getattr(_child, "prefork", False) and not getattr(_child, "ready", False):
+        signal.signal(signal.SIGTERM, lambda *_: hand_back_ingestions())
+        _child.ready = True
+
+
 @worker_process_init.connect
 def _start_child(**_: Any) -> None:
+    _child.prefork = True  # the child's main thread, which runs its tasks
     _build_in_background()  # a prefork child: its loop, engine and recovery
 
 
 @worker_ready.connect
 def _start_worker(sender: Any = None, **_: Any) -> None:
     # The solo and threads pools run tasks in this process; prefork children have their own.
-    if not isinstance(getattr(sender, "pool", None), PreforkPool):
+    pool = getattr(sender, "pool", None)
+    if isinstance(pool, PreforkPool):
+        _prefork_pools.append(pool)
+    else:
         _build_in_background()
+
+
+@worker_shutting_down.connect
+def _hand_back(**_: Any) -> None:
+    # Sent from the SIGTERM (or SIGINT, SIGQUIT) handler of the worker's main process, where
+    # the solo and threads pools run their tasks (prefork children are told in turn);
+    # Celery then stops taking messages and waits for the tasks under way, which now end
+    # at once.
+    hand_back_ingestions()
+    for pool in _prefork_pools:  # a container's SIGTERM reaches only this, the main process
+        for pid in pool.info.get("processes", []):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
 
 @worker_process_shutdown.connect
