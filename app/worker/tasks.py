@@ -20,7 +20,8 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 from celery.concurrency.prefork import TaskPool as PreforkPool
-from celery.exceptions import Reject
+from celery.concurrency.solo import TaskPool as SoloPool
+from celery.exceptions import Reject, WorkerShutdown
 from celery.signals import (
     worker_process_init,
     worker_process_shutdown,
@@ -54,7 +55,7 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
     _hand_back_at_sigterm()
     runtime = worker_runtime()
     if runtime.stopping:
-        raise Reject("the worker is stopping", requeue=True)
+        _give_back_message()
     handler = runtime.run(runtime.ingestion_handlers())[INGEST]
 
     async def run() -> str:
@@ -71,8 +72,21 @@ def ingest(kind: str, tenant_id: str, object_id: str) -> str:
         # back to the queue for the next worker. A duplicate of the recovery's job is
         # harmless: the claim lets one process at a time ingest a document.
         runtime.wait_handed_back()
-        raise Reject("the worker is stopping", requeue=True)
+        _give_back_message()
     return status
+
+
+def _give_back_message() -> None:
+    """Return the running task's message to the broker, unacknowledged: rejected and
+    requeued, or, in the solo pool, left unacknowledged for the broker connection's close
+    to restore. A solo worker runs the task inside its read from the broker and keeps
+    reading until that read ends: a message rejected there came straight back to it, and
+    was rejected again, for as long as it ran. Ending the worker from the task instead
+    (`WorkerShutdown`, which Celery lets through) stops it reading; its warm shutdown then
+    restores every message it had not acknowledged, this one too."""
+    if _solo:
+        raise WorkerShutdown(0)
+    raise Reject("the worker is stopping", requeue=True)
 
 
 @celery_app.task(name=SUMMARIZE)
@@ -105,6 +119,10 @@ def _build() -> None:
         logger.exception("worker runtime could not be built")
 
 
+_consumers: list[Any] = []
+"""The worker's consumer (its main process): SIGTERM cancels its consuming at once."""
+_solo = False
+"""The worker runs the solo pool: its tasks run inside its reads from the broker."""
 _prefork_pools: list[PreforkPool] = []
 """The worker's prefork pool, if it runs one: SIGTERM is passed on to its children."""
 
@@ -132,7 +150,10 @@ def _start_child(**_: Any) -> None:
 @worker_ready.connect
 def _start_worker(sender: Any = None, **_: Any) -> None:
     # The solo and threads pools run tasks in this process; prefork children have their own.
+    global _solo
+    _consumers.append(sender)
     pool = getattr(sender, "pool", None)
+    _solo = isinstance(pool, SoloPool)
     if isinstance(pool, PreforkPool):
         _prefork_pools.append(pool)
     else:
@@ -145,6 +166,16 @@ def _hand_back(**_: Any) -> None:
     # the solo and threads pools run their tasks (prefork children are told in turn);
     # Celery then stops taking messages and waits for the tasks under way, which now end
     # at once.
+    for consumer in _consumers:
+        # Before any message is rejected back to the queue: still consuming, the worker
+        # would take it again at once, reject it again, and never get to exit. (Celery's
+        # cold shutdown does the same; kombu defers it past a read under way.)
+        task_consumer = getattr(consumer, "task_consumer", None)
+        if task_consumer is not None:
+            try:
+                task_consumer.cancel()
+            except Exception:  # the broker is away: nothing will be delivered anyway
+                logger.warning("could not stop consuming", exc_info=True)
     hand_back_ingestions()
     for pool in _prefork_pools:  # a container's SIGTERM reaches only this, the main process
         for pid in pool.info.get("processes", []):

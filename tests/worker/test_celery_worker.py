@@ -239,9 +239,10 @@ async def _submit_manual(
     settings: Settings,
     broker: str,
     tenant: uuid.UUID,
+    topic: str = "descaling cycle",
 ) -> KbDocument:
     """A document of many chunks, stored `pending`, its ingestion job sent to the broker."""
-    body = " ".join(f"Paragraph {i} explains how the descaling cycle works." for i in range(200))
+    body = " ".join(f"Paragraph {i} explains how the {topic} works." for i in range(200))
     async with sessionmaker() as db, db.begin():
         db.info[TENANT] = tenant
         document, _ = await add_document(
@@ -322,6 +323,15 @@ def _queued(broker: str) -> tuple[int, int]:
         client.close()
 
 
+def _empty_queue(broker: str) -> None:
+    """Drop what earlier tests left in the broker (a killed worker's unacked message)."""
+    client = redis.Redis.from_url(broker)
+    try:
+        client.delete("celery", "unacked", "unacked_index")
+    finally:
+        client.close()
+
+
 def _all_done(broker: str, log: str) -> bool:
     """Nothing left in the broker, and every task the worker received has ended."""
     return _queued(broker) == (0, 0) and log.count(" received") == log.count(" succeeded in ")
@@ -337,25 +347,28 @@ async def test_sigterm_mid_document_hands_it_back_and_the_next_worker_finishes_i
     pool: str,
 ) -> None:
     # A lease and a recovery interval far longer than the test: neither the lease lapsing
-    # nor a periodic scan can be what finishes the document; only the hand-back can.
+    # nor a periodic scan can be what finishes the documents; only the hand-back can.
     slow = {
         "THREADLINE_INGESTION_LEASE_SECONDS": "600",
         "THREADLINE_INGESTION_RECOVERY_SECONDS": "600",
     }
+    _empty_queue(broker)
     stopping = workers.start(
         "stopping", {"THREADLINE_TEST_EMBED_DELAY": "600", **slow}, pool=pool, concurrency=2
     )
     tenant = await make_tenant(db)
-    document = await _submit_manual(sessionmaker, settings, broker, tenant.id)
+    first = await _submit_manual(sessionmaker, settings, broker, tenant.id)
     await _wait_for(
         sessionmaker,
         tenant.id,
-        document.id,
+        first.id,
         lambda d: d.claimed_by is not None,
         WORKER_START_SECONDS + INGEST_SECONDS,
         "the first worker never claimed the document",
     )
-    await asyncio.sleep(0.5)  # well into the document: waiting for the model
+    # A second one behind it: under way too (threads, prefork) or received and waiting (solo).
+    second = await _submit_manual(sessionmaker, settings, broker, tenant.id, "water filter")
+    await asyncio.sleep(1.0)  # well into the first document: waiting for the model
     os.kill(stopping.pid, signal.SIGTERM)
     sent_at = time.monotonic()
     try:
@@ -365,40 +378,39 @@ async def test_sigterm_mid_document_hands_it_back_and_the_next_worker_finishes_i
     print(f"\nSIGTERM mid-document -> worker exited after {time.monotonic() - sent_at:.2f} s")
     assert code == 0, workers.log("stopping")
 
-    handed = await _document(sessionmaker, tenant.id, document.id)
-    # Handed back: nobody holds it and the interrupted attempt does not count.
-    assert (handed.status, handed.claimed_by, handed.lease_expires_at) == (
-        "processing",
-        None,
-        None,
-    )
-    assert handed.attempts == 0
-    # Its message is back in the queue (acks_late, rejected and requeued), not lost.
-    assert _queued(broker) == (1, 0)
+    for oid in (first.id, second.id):
+        handed = await _document(sessionmaker, tenant.id, oid)
+        # Handed back: nobody holds it and the interrupted attempt does not count.
+        assert (handed.claimed_by, handed.lease_expires_at, handed.attempts) == (None, None, 0)
+        assert handed.status in ("pending", "processing")
+    assert (await _document(sessionmaker, tenant.id, first.id)).status == "processing"
+    # Their messages are back in the queue (acks_late, rejected and requeued), not lost.
+    assert _queued(broker) == (2, 0), workers.log("stopping")
 
     workers.start("next", slow, pool=pool, concurrency=2)
-    ready = await _wait_for(
-        sessionmaker,
-        tenant.id,
-        document.id,
-        lambda d: d.status in ("ready", "failed"),
-        WORKER_START_SECONDS + INGEST_SECONDS,
-        "the next worker never finished the document",
-    )
-    assert (ready.status, ready.error) == ("ready", None)
-    assert (ready.claimed_by, ready.lease_expires_at, ready.attempts) == (None, None, 0)
-    async with sessionmaker() as db, db.begin():
-        db.info[TENANT] = tenant.id
-        ordinals = (
-            await db.scalars(select(KbChunk.ordinal).where(KbChunk.document_id == document.id))
-        ).all()
-    assert sorted(ordinals) == list(range(ready.chunk_count))  # each chunk once
-    assert ready.chunk_count > 1
-    # Ingested to the end once: a second job (the next worker's start-up scan may queue
-    # one too) found it claimed or ready and skipped it.
+    for oid in (first.id, second.id):
+        ready = await _wait_for(
+            sessionmaker,
+            tenant.id,
+            oid,
+            lambda d: d.status in ("ready", "failed"),
+            WORKER_START_SECONDS + INGEST_SECONDS,
+            "the next worker never finished the document",
+        )
+        assert (ready.status, ready.error) == ("ready", None)
+        assert (ready.claimed_by, ready.lease_expires_at, ready.attempts) == (None, None, 0)
+        async with sessionmaker() as session, session.begin():
+            session.info[TENANT] = tenant.id
+            ordinals = (
+                await session.scalars(select(KbChunk.ordinal).where(KbChunk.document_id == oid))
+            ).all()
+        assert sorted(ordinals) == list(range(ready.chunk_count))  # each chunk once
+        assert ready.chunk_count > 1
+    # Each ingested to the end once: another job for it (the next worker's start-up scan
+    # may queue one too) found it claimed or ready and skipped it.
     deadline = time.monotonic() + INGEST_SECONDS
     while not _all_done(broker, next_log := workers.log("next")):
         assert time.monotonic() < deadline, next_log
         await asyncio.sleep(0.1)
-    assert next_log.count("'ready'") == 1, next_log
+    assert next_log.count("'ready'") == 2, next_log
     assert "'ready'" not in workers.log("stopping")
