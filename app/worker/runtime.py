@@ -23,6 +23,10 @@ match the database, stops ingestion, never the retention sweep.
 Built in the process that runs tasks: a prefork child (`worker_process_init`), or the
 worker's own process for the solo and threads pools (`worker_ready`). A process forked
 from one that had a runtime builds its own (the pid is checked).
+
+At SIGTERM (`hand_back`) the runtime stops its ingestions and gives their documents back,
+as `threadline serve` does (docs/adr/0054, 0084): the tasks under way end at once and their
+messages go back to the broker.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ T = TypeVar("T")
 CONNECTIONS = 4
 """Concurrent documents share transactions: a few connections serve many of them."""
 
+HAND_BACK_SECONDS = 5.0
+"""At SIGTERM, how long the cancelled ingestions get to end before their documents are
+handed back regardless (well inside a container's 30 s)."""
+
 
 class WorkerRuntime:
     """One worker process's event loop (in a daemon thread) and what runs on it."""
@@ -72,6 +80,9 @@ class WorkerRuntime:
         self._ingestion_lock = asyncio.Lock()
         self._handlers: dict[str, Callable[..., Awaitable[Any]]] | None = None
         self.recovery: RecoveryLoop | None = None
+        self.stopping = False
+        """Set at SIGTERM: no ingestion starts here any more."""
+        self._handing_back: Future[int] | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="threadline-worker-loop", daemon=True
@@ -127,11 +138,35 @@ class WorkerRuntime:
                 # The CPU steps run in a thread here: a worker has no request latency to protect.
                 self.ingestion = await open_ingestion(settings, self.sessionmaker)
                 self._handlers = ingestion_handlers(self.ingestion)
+                if self.stopping:  # SIGTERM while the model loaded: claim nothing
+                    self.ingestion.leases.begin_stop()
                 jobs = CeleryJobs(create_celery(settings))  # lost ingestions go back to the broker
                 self.recovery = build_recovery(settings, lambda: self.sessionmaker, jobs)
                 self.recovery.start()
                 logger.info("worker ingestion ready", extra={"owner": self.ingestion.leases.owner})
             return self._handlers
+
+    def hand_back(self) -> None:
+        """SIGTERM: take no new document, cancel the ingestions under way and hand their
+        documents back (`app.ingestion.pipeline.stop`), without waiting. Called from the
+        signal handler: it only schedules work on the loop."""
+        if self.stopping:
+            return
+        self.stopping = True
+        if self._handlers is not None:
+            from app.ingestion.pipeline import stop
+
+            self.ingestion.leases.begin_stop()  # at once, before the loop runs `stop`
+            self._handing_back = self.submit(stop(self.ingestion, HAND_BACK_SECONDS))
+
+    def wait_handed_back(self) -> None:
+        """Block until the documents are handed back (bounded): a message returned to the
+        broker before that would find its document still claimed here and be skipped."""
+        if self._handing_back is not None:
+            try:
+                self._handing_back.result(timeout=2 * HAND_BACK_SECONDS)
+            except Exception:  # their leases lapse and the recovery takes them then
+                logger.warning("ingestions not handed back", exc_info=True)
 
     def close(self) -> None:
         """Stop the recovery, close the connections and the loop (worker shutdown)."""
@@ -161,6 +196,14 @@ def worker_runtime() -> WorkerRuntime:
             _runtime = WorkerRuntime(get_settings())
             logger.info("worker runtime ready")
         return _runtime
+
+
+def hand_back_ingestions() -> None:
+    """SIGTERM (from the signal handler): this process's runtime, if built, hands its
+    ingestions back. Never blocks: no lock is taken (the interrupted code may hold it)."""
+    runtime = _runtime
+    if runtime is not None and runtime.pid == os.getpid():
+        runtime.hand_back()
 
 
 def close_worker_runtime() -> None:

@@ -1,6 +1,8 @@
 """Real `celery worker` processes on a Redis broker, against the test database as the
 application role (RLS on): one ingests an uploaded document end to end; one killed with
-SIGKILL in the middle of a document is relieved by another once its lease lapses."""
+SIGKILL in the middle of a document is relieved by another once its lease lapses; one sent
+SIGTERM in the middle of a document hands it back and exits at once, and the next worker
+finishes it exactly once."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -231,6 +234,33 @@ async def test_a_celery_worker_ingests_uploaded_documents_end_to_end_on_one_loop
     assert workers.log("threads").count("worker runtime ready") == 1, workers.log("threads")
 
 
+async def _submit_manual(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    broker: str,
+    tenant: uuid.UUID,
+    topic: str = "descaling cycle",
+) -> KbDocument:
+    """A document of many chunks, stored `pending`, its ingestion job sent to the broker."""
+    body = " ".join(f"Paragraph {i} explains how the {topic} works." for i in range(200))
+    async with sessionmaker() as db, db.begin():
+        db.info[TENANT] = tenant
+        document, _ = await add_document(
+            db,
+            tenant,
+            from_bytes(body.encode(), "manual.txt"),
+            title="Manual",
+            external_id=None,
+            metadata={},
+            created_by=None,
+            enqueue=False,
+        )
+    CeleryJobs(create_celery(settings.model_copy(update={"celery_broker_url": broker}))).submit(
+        ingest_job("kb", tenant, document.id)
+    )
+    return document
+
+
 async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_lease_lapses(
     sessionmaker: async_sessionmaker[AsyncSession],
     workers: Workers,
@@ -244,23 +274,7 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
     }
     doomed = workers.start("doomed", {"THREADLINE_TEST_EMBED_DELAY": "600", **lease})
     tenant = await make_tenant(db)
-    body = " ".join(f"Paragraph {i} explains how the descaling cycle works." for i in range(200))
-    async with sessionmaker() as db, db.begin():
-        db.info[TENANT] = tenant.id
-        document, _ = await add_document(
-            db,
-            tenant.id,
-            from_bytes(body.encode(), "manual.txt"),
-            title="Manual",
-            external_id=None,
-            metadata={},
-            created_by=None,
-            enqueue=False,
-        )
-    CeleryJobs(create_celery(settings.model_copy(update={"celery_broker_url": broker}))).submit(
-        ingest_job("kb", tenant.id, document.id)
-    )
-
+    document = await _submit_manual(sessionmaker, settings, broker, tenant.id)
     claimed = await _wait_for(
         sessionmaker,
         tenant.id,
@@ -298,3 +312,105 @@ async def test_a_worker_killed_mid_document_is_relieved_by_another_once_its_leas
     relief_log = workers.log("relief")
     assert "succeeded" in relief_log and "'ready'" in relief_log, relief_log
     assert "'ready'" not in workers.log("doomed")
+
+
+def _queued(broker: str) -> tuple[int, int]:
+    """Messages waiting in the broker's queue, and delivered but not acknowledged."""
+    client = redis.Redis.from_url(broker)
+    try:
+        return int(client.llen("celery")), int(client.hlen("unacked"))
+    finally:
+        client.close()
+
+
+def _empty_queue(broker: str) -> None:
+    """Drop what earlier tests left in the broker (a killed worker's unacked message)."""
+    client = redis.Redis.from_url(broker)
+    try:
+        client.delete("celery", "unacked", "unacked_index")
+    finally:
+        client.close()
+
+
+def _all_done(broker: str, log: str) -> bool:
+    """Nothing left in the broker, and every task the worker received has ended."""
+    return _queued(broker) == (0, 0) and log.count(" received") == log.count(" succeeded in ")
+
+
+@pytest.mark.parametrize("pool", ["threads", "solo", "prefork"])
+async def test_sigterm_mid_document_hands_it_back_and_the_next_worker_finishes_it_once(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    workers: Workers,
+    settings: Settings,
+    broker: str,
+    db: AsyncSession,
+    pool: str,
+) -> None:
+    # A lease and a recovery interval far longer than the test: neither the lease lapsing
+    # nor a periodic scan can be what finishes the documents; only the hand-back can.
+    slow = {
+        "THREADLINE_INGESTION_LEASE_SECONDS": "600",
+        "THREADLINE_INGESTION_RECOVERY_SECONDS": "600",
+    }
+    _empty_queue(broker)
+    stopping = workers.start(
+        "stopping", {"THREADLINE_TEST_EMBED_DELAY": "600", **slow}, pool=pool, concurrency=2
+    )
+    tenant = await make_tenant(db)
+    first = await _submit_manual(sessionmaker, settings, broker, tenant.id)
+    await _wait_for(
+        sessionmaker,
+        tenant.id,
+        first.id,
+        lambda d: d.claimed_by is not None,
+        WORKER_START_SECONDS + INGEST_SECONDS,
+        "the first worker never claimed the document",
+    )
+    # A second one behind it: under way too (threads, prefork) or received and waiting (solo).
+    second = await _submit_manual(sessionmaker, settings, broker, tenant.id, "water filter")
+    await asyncio.sleep(1.0)  # well into the first document: waiting for the model
+    os.kill(stopping.pid, signal.SIGTERM)
+    sent_at = time.monotonic()
+    try:
+        code = await asyncio.to_thread(stopping.wait, timeout=30)  # a container's grace
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running 30 s after SIGTERM:\n{workers.log('stopping')}")
+    print(f"\nSIGTERM mid-document -> worker exited after {time.monotonic() - sent_at:.2f} s")
+    assert code == 0, workers.log("stopping")
+
+    for oid in (first.id, second.id):
+        handed = await _document(sessionmaker, tenant.id, oid)
+        # Handed back: nobody holds it and the interrupted attempt does not count.
+        assert (handed.claimed_by, handed.lease_expires_at, handed.attempts) == (None, None, 0)
+        assert handed.status in ("pending", "processing")
+    assert (await _document(sessionmaker, tenant.id, first.id)).status == "processing"
+    # Their messages are back in the queue (acks_late, rejected and requeued), not lost.
+    assert _queued(broker) == (2, 0), workers.log("stopping")
+
+    workers.start("next", slow, pool=pool, concurrency=2)
+    for oid in (first.id, second.id):
+        ready = await _wait_for(
+            sessionmaker,
+            tenant.id,
+            oid,
+            lambda d: d.status in ("ready", "failed"),
+            WORKER_START_SECONDS + INGEST_SECONDS,
+            "the next worker never finished the document",
+        )
+        assert (ready.status, ready.error) == ("ready", None)
+        assert (ready.claimed_by, ready.lease_expires_at, ready.attempts) == (None, None, 0)
+        async with sessionmaker() as session, session.begin():
+            session.info[TENANT] = tenant.id
+            ordinals = (
+                await session.scalars(select(KbChunk.ordinal).where(KbChunk.document_id == oid))
+            ).all()
+        assert sorted(ordinals) == list(range(ready.chunk_count))  # each chunk once
+        assert ready.chunk_count > 1
+    # Each ingested to the end once: another job for it (the next worker's start-up scan
+    # may queue one too) found it claimed or ready and skipped it.
+    deadline = time.monotonic() + INGEST_SECONDS
+    while not _all_done(broker, next_log := workers.log("next")):
+        assert time.monotonic() < deadline, next_log
+        await asyncio.sleep(0.1)
+    assert next_log.count("'ready'") == 2, next_log
+    assert "'ready'" not in workers.log("stopping")
