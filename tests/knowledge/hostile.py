@@ -156,30 +156,33 @@ def _doubling(levels: int) -> bytes:
 
 
 LYING_PDFS: dict[str, tuple[bytes, str | None]] = {
-    "count far above its pages": (
+    "count-above-its-pages": (
         _lying_pdf(b"<< /Type /Pages /Kids [3 0 R] /Count 1000000000 >>"),
         None,
     ),
-    "a kid that is its own parent": (
+    "own-kid": (
         _lying_pdf(b"<< /Type /Pages /Kids [3 0 R 2 0 R] /Count 2 >>"),
         "cyclic page references",
     ),
-    "a cycle through another node": (
+    "cycle": (
         _lying_pdf(
             b"<< /Type /Pages /Kids [3 0 R 6 0 R] /Count 2 >>",
             b"<< /Type /Pages /Parent 2 0 R /Kids [2 0 R] /Count 1 >>",
         ),
         "cyclic page references",
     ),
-    "kids that are not pages": (
+    "kids-not-pages": (
         _lying_pdf(b"<< /Type /Pages /Kids [3 0 R 5 0 R 1 0 R 42 (x) 99 0 R] /Count 5 >>"),
         None,
     ),
-    "a tree 5,000 nodes deep": (_chain(5_000), "page tree depth"),
-    "a billion leaves from 30 shared nodes": (_doubling(30), "page tree entry limit"),
-    "pages it does not have": (
+    "5000-deep": (_chain(5_000), "page tree depth"),
+    "billion-shared-leaves": (_doubling(30), "page tree entry limit"),
+    "no-pages": (
         _lying_pdf(b"<< /Type /Pages /Count 5 >>"),
         "has no pages",
     ),
 }
-"""Each lying PDF and the reason it fails with (None: it is read, its one real page only)."""
+"""Each lying PDF (a /Count of a billion over one page; a node that is its own kid; a cycle
+through another node; kids that are a font, the catalog, a number, a string and a missing
+object; 5,000 nested nodes; 30 nodes each naming the next twice, 2**30 leaves; a /Count
+with no kids) and the reason it fails with (None: it is read, its one real page only)."""

@@ -133,7 +133,7 @@ async def test_hostile_uploads_fail_with_their_reason_while_a_chat_answers(
         "bomb.docx": (zip_bomb("docx"), "zip bomb"),
         "cells.xlsx": (million_empty_cells(), "cells"),
         "deep.html": (DEEP_HTML, "deeper than"),
-        "cycle.pdf": (LYING_PDFS["a cycle through another node"][0], "cyclic page references"),
+        "cycle.pdf": (LYING_PDFS["cycle"][0], "cyclic page references"),
     }
     ids = {}
     for name, (data, _) in hostile.items():
