@@ -162,7 +162,7 @@ async def _bench(base: str, server: psutil.Process, args: argparse.Namespace) ->
         f"workers {workers_idle / MIB:.0f} MiB"
     )
     print(
-        f"  {'file':<22}{'KiB':>8}  {'status':<8}{'s':>6}  {'API peak':>9}{'workers':>9}  "
+        f"  {'file':<28}{'KiB':>8}  {'status':<8}{'s':>6}  {'API peak':>10}{'workers':>10}  "
         "/healthz during (ms)                reason"
     )
     for o in outcomes:
