@@ -15,7 +15,7 @@ def make_pdf(*lines: str) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    return _pdf_file(objects)
+    return pdf_file(objects)
 
 
 CORRUPT_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\ngarbage\n%%EOF"
@@ -38,10 +38,10 @@ def make_paged_pdf(*pages: str) -> bytes:
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    return _pdf_file(objects)
+    return pdf_file(objects)
 
 
-def _pdf_file(objects: list[bytes]) -> bytes:
+def pdf_file(objects: list[bytes]) -> bytes:
     """The numbered objects as a PDF file, with its cross-reference table."""
     out = b"%PDF-1.4\n"
     offsets = []

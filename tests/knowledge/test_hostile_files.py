@@ -1,8 +1,9 @@
 """Issue 29 item 7: hostile files stay harmless. A zip bomb in any zip container, XML
-entities (billion laughs) and external entities, a spreadsheet of a million empty cells
-and deeply nested HTML each end `failed` with a reason, found while reading; a
-macro-enabled document is read for its text only. Through the API, the hostile upload
-fails while a chat answers."""
+entities (billion laughs) and external entities, a spreadsheet of a million empty cells,
+deeply nested HTML and a PDF whose page tree lies each end `failed` with a reason, found
+while reading (a PDF's /Count above its pages reads the real pages); a macro-enabled
+document is read for its text only. Through the API, the hostile upload fails while a
+chat answers."""
 
 from __future__ import annotations
 
@@ -15,15 +16,25 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ingestion.formats.types import DOCX, EPUB, HTML, ODT, XLSX
+from app.ingestion.formats.types import DOCX, EPUB, HTML, ODT, PDF, XLSX
 from app.ingestion.prepare import PrepareError, PrepareOptions, prepare
 from tests.chat_helpers import add_kb_document, ask
 from tests.factories import login, make_session, make_tenant, make_user
 from tests.knowledge.format_files import SAMPLES
+from tests.knowledge.hostile import (
+    DEEP_HTML,
+    LYING_PDFS,
+    external_entity_epub,
+    laughing_odt,
+    macro_docx,
+    million_empty_cells,
+    replace_member,
+    zip_bomb,
+)
 
 
-def _prepare(data: bytes, content_type: str) -> list[str]:
-    options = PrepareOptions(
+def _options(content_type: str) -> PrepareOptions:
+    return PrepareOptions(
         content_type=content_type,
         anonymise=False,
         chunk_tokens=400,
@@ -31,73 +42,33 @@ def _prepare(data: bytes, content_type: str) -> list[str]:
         max_chars=10_000_000,
         max_pages=100,
     )
-    return [chunk.text for chunk in prepare(data, options).chunks]
 
 
-def _replace(data: bytes, name: str, body: bytes, extra: dict[str, bytes] | None = None) -> bytes:
-    """A copy of a zip container with one member's body replaced (and members added)."""
-    source = zipfile.ZipFile(io.BytesIO(data))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
-        for member in source.infolist():
-            copy.writestr(member.filename, body if member.filename == name else source.read(member))
-        for added, content in (extra or {}).items():
-            copy.writestr(added, content)
-    return out.getvalue()
-
-
-BOMB = b"<?xml version='1.0'?><x>" + b" " * (8 * 1024 * 1024) + b"</x>"
-"""8 MB that deflates to a few kilobytes: a ratio no document part has."""
+def _prepare(data: bytes, content_type: str) -> list[str]:
+    return [chunk.text for chunk in prepare(data, _options(content_type)).chunks]
 
 
 @pytest.mark.parametrize(
-    ("kind", "content_type", "member"),
+    ("kind", "content_type"),
     [
-        ("docx", DOCX, "word/document.xml"),
-        ("xlsx", XLSX, "xl/worksheets/sheet2.xml"),
-        (
-            "pptx",
-            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-            "ppt/slides/slide1.xml",
-        ),
-        ("epub", EPUB, "OEBPS/two.xhtml"),
-        ("odt", ODT, "content.xml"),
+        ("docx", DOCX),
+        ("xlsx", XLSX),
+        ("pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
+        ("epub", EPUB),
+        ("odt", ODT),
     ],
 )
-def test_a_zip_bomb_is_refused_before_it_is_inflated(
-    kind: str, content_type: str, member: str
-) -> None:
-    bomb = _replace(SAMPLES[kind]().data, member, BOMB)
+def test_a_zip_bomb_is_refused_before_it_is_inflated(kind: str, content_type: str) -> None:
+    bomb = zip_bomb(kind)
     with pytest.raises(PrepareError, match="zip bomb"):
         _prepare(bomb, content_type)
 
 
-LAUGHS = (
-    b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-    + b"".join(
-        b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)
-        for i in range(1, 10)
-    )
-    + b"]>"
-)
-
-
 def test_xml_entities_and_external_entities_are_refused() -> None:
-    odt = SAMPLES["odt"]()
-    laughs = LAUGHS + (
-        b'<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
-        b"<office:body><office:text>&lol9;</office:text></office:body></office:document-content>"
-    )
     with pytest.raises(PrepareError, match="entities or a DTD"):
-        _prepare(_replace(odt.data, "content.xml", laughs), ODT)
-    epub = SAMPLES["epub"]()
-    external = (
-        b'<?xml version="1.0"?><!DOCTYPE c [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-        b'<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-        b'<rootfile full-path="&x;"/></rootfiles></container>'
-    )
+        _prepare(laughing_odt(), ODT)
     with pytest.raises(PrepareError, match="entities or a DTD"):
-        _prepare(_replace(epub.data, "META-INF/container.xml", external), EPUB)
+        _prepare(external_entity_epub(), EPUB)
 
 
 def test_a_word_document_never_resolves_an_external_entity() -> None:
@@ -109,49 +80,15 @@ def test_a_word_document_never_resolves_an_external_entity() -> None:
         + b'?><!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
         + body.replace(b"brindlewick", b"brindlewick &x;", 1)
     )
-    text = "\n".join(_prepare(_replace(docx.data, "word/document.xml", hostile), DOCX))
+    text = "\n".join(_prepare(replace_member(docx.data, "word/document.xml", hostile), DOCX))
     assert "brindlewick" in text
     assert "root:" not in text
 
 
 def test_a_macro_enabled_document_is_read_for_its_text_only() -> None:
-    docx = SAMPLES["docx"]()
-    types = zipfile.ZipFile(io.BytesIO(docx.data)).read("[Content_Types].xml")
-    macro = types.replace(
-        b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
-        b"application/vnd.ms-word.document.macroEnabled.main+xml",
-    )
-    docm = _replace(
-        docx.data,
-        "[Content_Types].xml",
-        macro,
-        {"word/vbaProject.bin": b'\xd0\xcf\x11\xe0 Sub AutoOpen() Shell("calc") End Sub'},
-    )
-    text = "\n".join(_prepare(docm, DOCX))
+    text = "\n".join(_prepare(macro_docx(), DOCX))
     assert "brindlewick" in text
     assert "AutoOpen" not in text
-
-
-def million_empty_cells() -> bytes:
-    """A workbook whose sheet claims every column (A1:XFD1048576): each row it has is read
-    as 16,384 cells, nearly all empty."""
-    from openpyxl import Workbook
-
-    book = Workbook()
-    sheet = book.active
-    assert sheet is not None
-    sheet.append(["a", "b"])
-    out = io.BytesIO()
-    book.save(out)
-    rows = "".join(
-        f'<row r="{i}"><c r="A{i}" t="inlineStr"><is><t>x</t></is></c></row>' for i in range(1, 101)
-    )
-    sheet_xml = (
-        '<?xml version="1.0" encoding="UTF-8"?><worksheet '
-        'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-        f'<dimension ref="A1:XFD1048576"/><sheetData>{rows}</sheetData></worksheet>'
-    )
-    return _replace(out.getvalue(), "xl/worksheets/sheet1.xml", sheet_xml.encode())
 
 
 def test_a_million_empty_cells_stop_at_the_limit() -> None:
@@ -159,12 +96,27 @@ def test_a_million_empty_cells_stop_at_the_limit() -> None:
         _prepare(million_empty_cells(), XLSX)
 
 
-DEEP_HTML = b"<!DOCTYPE html><html><body>" + b"<div>" * 50_000 + b"deep" + b"</div>" * 50_000
-
-
 def test_deeply_nested_html_is_refused() -> None:
     with pytest.raises(PrepareError, match="deeper than"):
         _prepare(DEEP_HTML, HTML)
+
+
+@pytest.mark.parametrize("lie", sorted(LYING_PDFS))
+def test_a_pdf_whose_page_tree_lies_fails_or_reads_its_real_pages(lie: str) -> None:
+    """A cycle, a node that is its own kid, a tree deeper than any document, a tree whose
+    shared nodes name a billion leaves, a /Count with no pages behind it: each fails with
+    its reason while the tree is walked (pypdf walks it with a stack, bounded in depth and
+    entries). A /Count far above the real pages and kids that are not pages are read for
+    the one real page, nothing more."""
+    data, reason = LYING_PDFS[lie]
+    if reason is None:
+        prepared = prepare(data, _options(PDF))
+        assert prepared.pages == 1
+        assert [chunk.text for chunk in prepared.chunks] == ["quillet page"]
+        assert [chunk.location for chunk in prepared.chunks] == [{"page": 1}]
+    else:
+        with pytest.raises(PrepareError, match=reason):
+            prepare(data, _options(PDF))
 
 
 @pytest.mark.committed
@@ -178,9 +130,10 @@ async def test_hostile_uploads_fail_with_their_reason_while_a_chat_answers(
     chat = await make_session(db, member)
     asker = await login(client, member)
     hostile = {
-        "bomb.docx": (_replace(SAMPLES["docx"]().data, "word/document.xml", BOMB), "zip bomb"),
+        "bomb.docx": (zip_bomb("docx"), "zip bomb"),
         "cells.xlsx": (million_empty_cells(), "cells"),
         "deep.html": (DEEP_HTML, "deeper than"),
+        "cycle.pdf": (LYING_PDFS["cycle"][0], "cyclic page references"),
     }
     ids = {}
     for name, (data, _) in hostile.items():

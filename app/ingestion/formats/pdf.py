@@ -21,7 +21,9 @@ def read(data: bytes, budget: Budget, max_pages: int | None) -> Extracted:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise ExtractionError("The PDF is encrypted.")
-        count = len(reader.pages)
+        count = len(reader.pages)  # the page tree walked (pypdf bounds its depth and size)
+        if count == 0:  # a /Count with no /Kids behind it, or kids none of which is a page
+            raise ExtractionError("The PDF has no pages (its page tree names none).")
         if max_pages is not None and count > max_pages:
             raise ExtractionError(f"The PDF has {count} pages; the limit is {max_pages}.")
         read: dict[tuple[object, ...], str] = {}
