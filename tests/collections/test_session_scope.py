@@ -128,7 +128,10 @@ async def test_a_session_cannot_be_scoped_to_a_collection_its_user_may_not_see(
         f"/sessions/{session}", json={"collection_ids": []}, headers=member.headers
     )
     assert theirs.status_code == 404
-    unchanged = await client.patch(f"/sessions/{session}", json={}, headers=outsider.headers)
+    # (A PATCH must change something: unpinning an unpinned session shows the scope as is.)
+    unchanged = await client.patch(
+        f"/sessions/{session}", json={"pinned": False}, headers=outsider.headers
+    )
     assert unchanged.status_code == 200 and unchanged.json()["collection_ids"] == []
     picker = await client.get("/collections", headers=outsider.headers)
     assert [c["name"] for c in picker.json()["items"]] == ["General"]

@@ -92,7 +92,9 @@ async def test_an_attachment_file_is_its_owners_alone(
     mine = await client.get(f"/attachments/{attachment}/file", headers=owner.headers)
     _assert_sandboxed(mine, "attachment", "page.txt")
     assert mine.content == SCRIPTED
-    assert mine.headers["content-type"].startswith("text/plain")
+    # Typed by its content (ADR 0074), whatever its name says: HTML, kept harmless by the
+    # headers checked above (a download, in a sandbox, never sniffed).
+    assert mine.headers["content-type"].startswith("text/html")
 
     for stranger_user in (
         await make_user(db, tenant, role="admin"),  # an admin of the same tenant, too

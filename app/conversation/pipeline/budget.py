@@ -12,6 +12,9 @@ The prompt is ordered for the providers' prompt caches: what stays the same from
 the next comes first — the instructions, the running summary (it changes only when a batch of
 turns is folded), the history in the order it grew — and what is new every turn comes last:
 the retrieved sources and the question, in one final message.
+
+Over 300 lines: the budget's rules, the prompt's order and the manifest records they write
+are one policy, read and changed together.
 """
 
 from __future__ import annotations

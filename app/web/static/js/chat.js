@@ -5,7 +5,7 @@
 import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
 import { announce, coversScreen, errorBox, h, mount, trapFocus } from "./dom.js";
-import { closePanel, createPanel } from "./panels.js";
+import { closePanel, createPanel } from "./panel.js";
 import { scopePicker } from "./scope.js";
 import { sessionList as conversationList } from "./sessions.js";
 import { newKey, stopTurn, streamTurn } from "./stream.js";

@@ -4,7 +4,6 @@
 import { currentUser, humanError, login, logout, onAuthChange, restore, takeNotice } from "./api.js";
 import { chatPage, latestSession } from "./chat.js";
 import { errorBox, h, mount } from "./dom.js";
-import { mePage } from "./me.js";
 import { organisationFromAddress, showSignInOptions, takeRefusal } from "./sso.js";
 
 const ADMIN_PAGES = {
@@ -129,6 +128,7 @@ async function route() {
     } else if (parts[0] === "new") {
       await chatPage(shell(user, "chat"), null);
     } else if (parts[0] === "me") {
+      const { mePage } = await import("./me.js"); // only when opened: off the first load
       await mePage(shell(user, "me"));
     } else if (parts[0] === "admin") {
       const key = parts[1] || "kb";

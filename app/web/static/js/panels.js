@@ -2,35 +2,13 @@
 // (composition, token budget by source kind, history, truncations, quality, triage,
 // validation) from the turn's context metadata.
 
-import { coversScreen, h, mount, trapFocus } from "./dom.js";
+import { h } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { originalButton } from "./originals.js";
+import { open } from "./panel.js";
+import { splitSources, turnSources } from "./sources.js";
 
 const KIND = { kb: "Knowledge base document", attachment: "Attachment", faq: "FAQ entry" };
-
-let panel = null;
-
-export function createPanel() {
-  panel = h("aside", { class: "panel", id: "panel", hidden: true, "aria-labelledby": "panel-title" });
-  const own = panel;
-  trapFocus(own, () => coversScreen(own));
-  return panel;
-}
-
-export function closePanel() {
-  if (!panel || panel.hidden) return false;
-  panel.hidden = true;
-  panel.returnFocus?.focus();
-  return true;
-}
-
-function open(title, body, returnFocus) {
-  const close = h("button", { type: "button", class: "icon", "aria-label": "Close panel", onclick: closePanel }, "✕");
-  mount(panel, h("header", {}, h("h2", { id: "panel-title", tabindex: "-1" }, title), close), body);
-  panel.returnFocus = returnFocus;
-  panel.hidden = false;
-  panel.querySelector("h2").focus();
-}
 
 const FILE_NAME = /^[\w.-]+\.(md|markdown|txt|pdf|docx?|html?|rst|csv|json)$/i;
 const HEADING = /^\s*#{1,6}\s+(.+?)\s*#*\s*$/;
@@ -70,26 +48,6 @@ export function locationText(location) {
   else if (where.rows) parts.push(`rows ${where.rows}`);
   if (where.section) parts.push(where.section);
   return parts.join(" · ");
-}
-
-/** Which sources the answer cited: the final record's list when there is one. */
-function citedSet(turn, sources) {
-  const cited = turn.context_metadata?.citations?.cited;
-  if (Array.isArray(cited)) return new Set(cited.map(Number));
-  return new Set(sources.filter((s) => s.cited).map((s) => s.n));
-}
-
-/** The sources of a turn as shown: live ones (with snippets), else the stored manifest. */
-export function turnSources(turn) {
-  if (turn.sources && turn.sources.length) return turn.sources;
-  return ((turn.context_metadata && turn.context_metadata.sources) || []).map((s, i) => ({ n: s.n ?? i + 1, ...s }));
-}
-
-/** Cited sources, and the others the search returned. */
-export function splitSources(turn) {
-  const sources = turnSources(turn);
-  const cited = citedSet(turn, sources);
-  return { cited: sources.filter((s) => cited.has(s.n)), others: sources.filter((s) => !cited.has(s.n)), all: sources };
 }
 
 /** Relevance as a rank among the turn's sources and a bar (scores are only comparable within
@@ -143,8 +101,9 @@ export function openSources(turn, n, returnFocus) {
     );
     body.push(fold);
   }
-  open("Sources", h("div", {}, body), returnFocus);
-  panel.querySelector(".source.current")?.scrollIntoView({ block: "nearest" });
+  open("Sources", h("div", {}, body), returnFocus)
+    .querySelector(".source.current")
+    ?.scrollIntoView({ block: "nearest" });
 }
 
 /** What produced the answer, as the record says: the extractive responder, an early answer

@@ -7,7 +7,11 @@
 import { h } from "./dom.js";
 import { feedbackView } from "./feedback.js";
 import { copyText, highlightCode, liveMarkdown, setMarkdown } from "./markdown.js";
-import { openBuild, openSources, splitSources } from "./panels.js";
+import { splitSources } from "./sources.js";
+
+// The panels' views load when a panel first opens (kept off the chat page's first load).
+const openSources = (...args) => import("./panels.js").then((views) => views.openSources(...args));
+const openBuild = (...args) => import("./panels.js").then((views) => views.openBuild(...args));
 
 const STATUS = {
   incomplete: "Incomplete answer (stopped or cut off)",
