@@ -20,6 +20,7 @@ from typing import Any
 
 import snowballstemmer
 
+from app.core.location import SECTION_SEPARATOR
 from app.core.text import content_words
 from app.embeddings.base import Embedder, query_input
 
@@ -190,6 +191,15 @@ def chosen(
     return result
 
 
+def _below_title(section: str, title: str) -> str:
+    """A section path without the document's own title heading at its top (the path
+    Guide, then Setup, in a document titled Guide is Setup; Guide alone adds nothing)."""
+    if not title or section.strip() == title.strip():
+        return "" if title else section
+    head, separator, rest = section.partition(SECTION_SEPARATOR)
+    return rest if separator and head.strip() == title.strip() else section
+
+
 def describe_location(title: str, location: Mapping[str, Any] | None) -> str | None:
     """Where a quote is from, in words ("Refund policy, pages 12-13, section 3 Refunds"),
     when its source knows a location; None otherwise. "page", not "p.": an abbreviation's
@@ -211,8 +221,9 @@ def describe_location(title: str, location: Mapping[str, Any] | None) -> str | N
         )
     if location.get("chapter"):
         parts.append(f"chapter {location['chapter']}")
-    if location.get("section"):
-        parts.append(f"section {location['section']}")
+    section = _below_title(str(location.get("section") or ""), title)
+    if section:
+        parts.append(f"section {section}")
     return ", ".join(str(part) for part in parts) if len(parts) > (1 if title else 0) else None
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.llm.responder import EXTRACTIVE_NOTICE, ExtractiveResponder, Generation, ModelRequest
+from app.llm.sentences import describe_location
 from app.llm.shapes import SourceRef
 
 REFUNDS = (
@@ -98,3 +99,16 @@ def test_a_spreadsheet_quote_names_its_sheet_and_rows() -> None:
     located = source(1, REFUNDS, title="Plans", location={"sheet": "Refunds", "rows": "2-9"})
     answer = ExtractiveResponder().compose([located], [], "What is the refund window?")
     assert answer.startswith(EXTRACTIVE_NOTICE + "Plans, sheet Refunds, rows 2-9: Annual plans")
+
+
+def test_a_quote_names_its_section_below_the_documents_own_title() -> None:
+    """The document's own title heading tops its section paths: it is named once."""
+    assert describe_location("Privacy", {"section": "Privacy"}) is None
+    assert (
+        describe_location("Getting started", {"section": "Getting started \u203a Attachments"})
+        == "Getting started, section Attachments"
+    )
+    assert (
+        describe_location("Refund policy", {"page": 12, "section": "3 Refunds \u203a 3.2 Annual"})
+        == "Refund policy, page 12, section 3 Refunds \u203a 3.2 Annual"
+    )
