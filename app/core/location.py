@@ -8,7 +8,7 @@ present; a chunk indexed before locations existed has none (`{}`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from typing_extensions import TypedDict
 
@@ -34,8 +34,13 @@ class Location(TypedDict, total=False):
     """EPUB: the chapter's title (or its file's name when it has none)."""
 
 
-_INT_KEYS = ("page", "page_end", "slide")
-_STR_KEYS = ("sheet", "rows", "section", "chapter")
+_INT_KEYS: tuple[Literal["page", "page_end", "slide"], ...] = ("page", "page_end", "slide")
+_STR_KEYS: tuple[Literal["sheet", "rows", "section", "chapter"], ...] = (
+    "sheet",
+    "rows",
+    "section",
+    "chapter",
+)
 
 
 def location_of(value: Mapping[str, Any] | None) -> Location:
@@ -44,14 +49,14 @@ def location_of(value: Mapping[str, Any] | None) -> Location:
     found = Location()
     if not value:
         return found
-    for key in _INT_KEYS:
-        item = value.get(key)
+    for number in _INT_KEYS:
+        item = value.get(number)
         if isinstance(item, int) and not isinstance(item, bool):
-            found[key] = item  # type: ignore[literal-required]
-    for key in _STR_KEYS:
-        item = value.get(key)
-        if isinstance(item, str) and item:
-            found[key] = item  # type: ignore[literal-required]
+            found[number] = item
+    for name in _STR_KEYS:
+        text = value.get(name)
+        if isinstance(text, str) and text:
+            found[name] = text
     return found
 
 

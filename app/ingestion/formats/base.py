@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Unpack
 
 from app.core.location import SECTION_SEPARATOR, Location
 
@@ -80,9 +80,9 @@ class Headings:
         """The open sections, outermost first (`3 Refunds > 3.2 Annual plans`)."""
         return SECTION_SEPARATOR.join(title for _, title in self._open if title)
 
-    def location(self, **extra: int | str) -> Location:
+    def location(self, **extra: Unpack[Location]) -> Location:
         """The current section path (when any) with the other keys given."""
-        found: Location = Location(**extra)  # type: ignore[typeddict-item]
+        found = Location(**extra)
         if self.path:
             found["section"] = self.path
         return found

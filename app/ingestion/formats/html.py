@@ -9,6 +9,7 @@ the readers after it slow).
 from __future__ import annotations
 
 from html.parser import HTMLParser
+from typing import Unpack
 
 from app.core.location import Location
 from app.ingestion.formats.base import (
@@ -31,7 +32,7 @@ _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 
 
 class _Reader(HTMLParser):
-    def __init__(self, budget: Budget, headings: Headings, base: dict[str, int | str]) -> None:
+    def __init__(self, budget: Budget, headings: Headings, base: Location) -> None:
         super().__init__(convert_charrefs=True)
         self.budget, self.headings, self.base = budget, headings, base
         self.blocks: list[Block] = []
@@ -161,7 +162,7 @@ class _Reader(HTMLParser):
 
 
 def read_html(
-    text: str, budget: Budget, headings: Headings | None = None, **base: int | str
+    text: str, budget: Budget, headings: Headings | None = None, **base: Unpack[Location]
 ) -> tuple[Extracted, str]:
     """The blocks of an HTML page and its title (`<title>` or its first heading)."""
     reader = _Reader(budget, headings or Headings(), base)

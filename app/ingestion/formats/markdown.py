@@ -33,9 +33,9 @@ def read(text: str, budget: Budget) -> Extracted:
             flush()
             headings.enter(len(heading.group(1)), heading.group(2))
             blocks.append(Block("heading", line.strip(), headings.location()))
-        elif _FENCE.match(line):
+        elif opening := _FENCE.match(line):
             flush()
-            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
+            fence = opening.group(1)
             code = [line]
             i += 1
             while i < len(lines):
