@@ -15,7 +15,7 @@ export function scopePicker() {
     }
     if (items.length < 2) return; // one collection: nothing to choose
     const legend = el.querySelector("legend");
-    mount(el, legend, items.map((c) => h("label", { class: "row" }, h("input", { type: "checkbox", id: `scope-${c.id}`, "data-collection": c.id }), `${c.name} (${c.documents})`)), h("p", { class: "muted" }, "None ticked: every collection you may see."));
+    mount(el, legend, items.map((c) => h("label", { class: "check" }, h("input", { type: "checkbox", id: `scope-${c.id}`, "data-collection": c.id }), `${c.name} (${c.documents})`)), h("p", { class: "muted" }, "None ticked: every collection you may see."));
     el.hidden = false;
   }
   function chosen() {

@@ -24,7 +24,7 @@ export async function render(main) {
   }
   function groupChoices(box, prefix, selected = []) {
     const legend = box.querySelector("legend");
-    mount(box, legend, groups.length ? groups.map((g) => h("label", { class: "row" }, h("input", { type: "checkbox", id: `${prefix}-${g.id}`, "data-group": g.id, checked: selected.includes(g.id) }), g.name)) : h("p", { class: "muted" }, "No groups: the whole organisation."));
+    mount(box, legend, groups.length ? groups.map((g) => h("label", { class: "check" }, h("input", { type: "checkbox", id: `${prefix}-${g.id}`, "data-group": g.id, checked: selected.includes(g.id) }), g.name)) : h("p", { class: "muted" }, "No groups: the whole organisation."));
     box.append(h("p", { class: "muted" }, "No group ticked: everyone in the organisation."));
   }
   async function load() {
