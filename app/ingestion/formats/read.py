@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.core.errors import UnsupportedMediaType
 from app.ingestion.formats import (
     delimited,
@@ -33,6 +35,22 @@ from app.ingestion.formats.types import (
     XLSX,
 )
 
+# The readers of containers (bytes) and of text formats (decoded UTF-8), by content type.
+_CONTAINERS: dict[str, Callable[[bytes, Budget], Extracted]] = {
+    DOCX: word.read,
+    PPTX: slides.read,
+    XLSX: spreadsheet.read,
+    EPUB: epub.read,
+    ODT: opendocument.read,
+}
+_TEXTS: dict[str, Callable[[str, Budget], Extracted]] = {
+    MARKDOWN: markdown.read,
+    HTML: html.read,
+    CSV: delimited.read,
+    JSON: structured.read,
+    TEXT: markdown.read_plain,
+}
+
 
 def extract(
     data: bytes, content_type: str, *, max_chars: int | None = None, max_pages: int | None = None
@@ -42,18 +60,11 @@ def extract(
     budget = Budget(max_chars)
     if content_type == PDF:
         return pdf.read(data, budget, max_pages)
-    if content_type == DOCX:
-        return word.read(data, budget)
-    if content_type == PPTX:
-        return slides.read(data, budget)
-    if content_type == XLSX:
-        return spreadsheet.read(data, budget)
-    if content_type == EPUB:
-        return epub.read(data, budget)
-    if content_type == ODT:
-        return opendocument.read(data, budget)
     if content_type == EML:
         return mail.read(data, budget, _attached)
+    container = _CONTAINERS.get(content_type)
+    if container is not None:
+        return container(data, budget)
     try:
         text = strip_control(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
@@ -62,17 +73,10 @@ def extract(
 
 
 def _text(text: str, content_type: str, budget: Budget) -> Extracted:
-    if content_type == MARKDOWN:
-        return markdown.read(text, budget)
-    if content_type == HTML:
-        return html.read(text, budget)
-    if content_type == CSV:
-        return delimited.read(text, budget)
-    if content_type == JSON:
-        return structured.read(text, budget)
-    if content_type == TEXT:
-        return markdown.read_plain(text, budget)
-    raise ExtractionError(f"Files of type {content_type} are not read.")
+    reader = _TEXTS.get(content_type)
+    if reader is None:
+        raise ExtractionError(f"Files of type {content_type} are not read.")
+    return reader(text, budget)
 
 
 def _attached(data: bytes, budget: Budget, depth: int) -> Extracted:
@@ -84,6 +88,6 @@ def _attached(data: bytes, budget: Budget, depth: int) -> Extracted:
         return Extracted([])
     if kind == EML:
         return mail.read(data, budget, _attached, depth)
-    if kind not in (MARKDOWN, TEXT, CSV, HTML, JSON):
+    if kind not in _TEXTS:
         return Extracted([])
     return _text(strip_control(data.decode("utf-8-sig")), kind, budget)
