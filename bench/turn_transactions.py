@@ -15,9 +15,13 @@ base to retrieve from), asked with a fresh access token, so it pays authenticati
 the pipeline, persist and the LangGraph checkpointer's pool.
 
 How it counts. Transactions: `xact_commit + xact_rollback` of the turn's database in
-`pg_stat_database`. A backend publishes those counters when it exits (or, idle, now and then),
-so each window of turns ends by closing the app's pooled connections (SQLAlchemy's engine is
-disposed, the checkpointer's pool drained) and waiting until their backends are gone.
+`pg_stat_database`, less its `sessions`: PostgreSQL counts the catalog transaction that starts
+every new connection as one of the database's, so a window in which a pool happened to open
+one more connection (a checkpoint write overlapping the next turn's, say) would otherwise
+show a transaction no statement of the app ran. Connections opened are reported apart. A
+backend publishes those counters when it exits (or, idle, now and then), so each window of
+turns ends by closing the app's pooled connections (SQLAlchemy's engine is disposed, the
+checkpointer's pool drained) and waiting until their backends are gone.
 Statements: the `calls` of `pg_stat_statements` for that database, every statement the
 server executed, BEGIN/COMMIT included (shown apart). The reconnections those windows force
 cost statements and transactions of their own; they cancel out: the figure per turn is the
@@ -82,17 +86,25 @@ TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 # --- in the measuring process (imports the checkout's `app`) ---------------------------------
 
 
-async def server_counts(admin: asyncpg.Connection, database: str) -> tuple[int, dict[str, int]]:
+async def server_counts(
+    admin: asyncpg.Connection, database: str
+) -> tuple[int, int, dict[str, int]]:
+    """The database's transactions (connection start-ups excluded), connections opened, and
+    each statement's executions, so far."""
     await admin.execute("SELECT pg_stat_clear_snapshot()")
-    xacts = await admin.fetchval(
-        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", database
+    totals = await admin.fetchrow(
+        "SELECT xact_commit + xact_rollback AS xacts, sessions FROM pg_stat_database "
+        "WHERE datname = $1",
+        database,
     )
+    assert totals is not None, database
     rows = await admin.fetch(
         "SELECT query, sum(calls)::bigint AS calls FROM pg_stat_statements s "
         "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 GROUP BY query",
         database,
     )
-    return int(xacts), {r["query"]: int(r["calls"]) for r in rows}
+    xacts, sessions = int(totals["xacts"]), int(totals["sessions"])
+    return xacts - sessions, sessions, {r["query"]: int(r["calls"]) for r in rows}
 
 
 async def close_connections(resources: Any, admin: asyncpg.Connection, database: str) -> None:
@@ -208,7 +220,11 @@ async def _measure(owner_url: str, admin_url: str, turns: int, mode: str) -> dic
                 counts = await count_per_turn(resources, admin, database, ask, turns)
     finally:
         await admin.close()
-    return {"transactions": counts.transactions, "statements": counts.statements}
+    return {
+        "transactions": counts.transactions,
+        "statements": counts.statements,
+        "connections": counts.connections,
+    }
 
 
 @dataclass(frozen=True)
@@ -217,6 +233,8 @@ class TurnCounts:
 
     transactions: float
     statements: dict[str, float]
+    connections: float = 0.0
+    """Connections the app's pools opened (no transaction of the turn's: reported apart)."""
 
     @property
     def control(self) -> float:
@@ -241,7 +259,7 @@ async def count_per_turn(
     app's connections are closed around each window, which costs reconnections; the two
     windows pay the same ones, so their difference is `turns` turns exactly."""
 
-    async def window(indexes: range) -> tuple[int, dict[str, int]]:
+    async def window(indexes: range) -> tuple[int, int, dict[str, int]]:
         await asyncio.sleep(0.5)  # the last checkpoint write, in the background
         await close_connections(resources, admin, database)
         before = await server_counts(admin, database)
@@ -250,16 +268,19 @@ async def count_per_turn(
         await asyncio.sleep(0.5)
         await close_connections(resources, admin, database)
         after = await server_counts(admin, database)
-        return after[0] - before[0], {
-            q: n - before[1].get(q, 0) for q, n in after[1].items() if n != before[1].get(q, 0)
-        }
+        return (
+            after[0] - before[0],
+            after[1] - before[1],
+            {q: n - before[2].get(q, 0) for q, n in after[2].items() if n != before[2].get(q, 0)},
+        )
 
     one = await window(range(1))
     many = await window(range(1, 2 + turns))
-    statements = {q: (n - one[1].get(q, 0)) / turns for q, n in many[1].items()}
+    statements = {q: (n - one[2].get(q, 0)) / turns for q, n in many[2].items()}
     return TurnCounts(
         transactions=(many[0] - one[0]) / turns,
         statements={q: n for q, n in statements.items() if n},
+        connections=(many[1] - one[1]) / turns,
     )
 
 
@@ -315,10 +336,13 @@ def is_control(query: str) -> bool:
 
 
 def _report(label: str, mode: str, result: dict[str, Any], verbose: bool) -> None:
-    counts = TurnCounts(result["transactions"], result["statements"])
+    counts = TurnCounts(
+        result["transactions"], result["statements"], result.get("connections", 0.0)
+    )
     print(
         f"  {label:<6} {mode:<11} transactions {counts.transactions:5.1f}   statements "
-        f"{counts.work:5.1f} + {counts.control:4.1f} BEGIN/COMMIT/ROLLBACK"
+        f"{counts.work:5.1f} + {counts.control:4.1f} BEGIN/COMMIT/ROLLBACK   "
+        f"connections opened {counts.connections:4.1f}"
     )
     if verbose:
         for query, calls in sorted(counts.statements.items(), key=lambda item: -item[1]):

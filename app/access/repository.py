@@ -12,15 +12,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import ARRAY, Text, column, delete, insert, select, text
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import COLLECTIONS, restrict_to_collections, set_scope
 from app.models import AuditLog, KbDocument, SessionCollection
 
 # `admin` NULL: the account's own role decides (a turn knows the user, not the credential).
-_VISIBLE = text(
-    """
+_VISIBLE_SQL = """
     SELECT c.id FROM kb_collections c
     WHERE c.tenant_id = :tenant AND c.status = 'active'
       AND (
@@ -43,9 +43,20 @@ _VISIBLE = text(
              WHERE s.tenant_id = :tenant AND s.session_id = CAST(:session AS uuid)
                AND s.collection_id = c.id)
       )
-    ORDER BY c.id
+"""
+_VISIBLE = text(_VISIBLE_SQL + "ORDER BY c.id")
+# The same, and the transaction narrowed to them in the same round trip: the setting is
+# computed where the rows are (an empty list narrows to nothing).
+_NARROW = text(
     """
-)
+    WITH visible AS ({VISIBLE})
+    SELECT set_config('threadline.collections',
+                      '{' || coalesce(string_agg(id::text, ',' ORDER BY id), '') || '}',
+                      true) AS setting,
+           coalesce(array_agg(id ORDER BY id), '{}') AS ids
+    FROM visible
+    """.replace("{VISIBLE}", _VISIBLE_SQL)
+).columns(column("setting", Text), column("ids", ARRAY(UUID(as_uuid=True))))
 
 # Every tenant has one default collection, visible to all (migration 0031); a tenant made
 # before it, or by a path that skipped it, gets it here.
@@ -75,6 +86,26 @@ async def visible_collection_ids(
         {"tenant": tenant_id, "user": user_id, "admin": is_admin, "session": session_id},
     )
     return list(rows.scalars().all())
+
+
+async def narrow_to_visible(
+    db: AsyncSession,
+    tenant_id: uuid.UUID,
+    user_id: uuid.UUID,
+    *,
+    is_admin: bool | None = None,
+    session_id: uuid.UUID | None = None,
+) -> list[uuid.UUID]:
+    """`visible_collection_ids`, with `db` narrowed to them now and in its later
+    transactions: one statement, not a read and a setting."""
+    row = (
+        await db.execute(
+            _NARROW,
+            {"tenant": tenant_id, "user": user_id, "admin": is_admin, "session": session_id},
+        )
+    ).one()
+    db.info[COLLECTIONS] = row.setting  # what the statement set, for the next transactions
+    return list(row.ids)
 
 
 async def document_collections(

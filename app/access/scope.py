@@ -11,12 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.access.repository import (
     as_strings,
     ensure_default_collection,
+    narrow_to_visible,
     record_change,
     replace_session_scope,
     session_scope,
-    visible_collection_ids,
 )
-from app.core.db import restrict_to_collections, visible_collections
+from app.core.db import visible_collections
 from app.core.errors import NotFound
 
 
@@ -29,15 +29,14 @@ async def restrict_to_user(
     session_id: uuid.UUID | None = None,
 ) -> list[uuid.UUID]:
     """Read the collections the user may see now and narrow `db` to them; returns them."""
-    visible = await visible_collection_ids(
+    visible = await narrow_to_visible(
         db, tenant_id, user_id, is_admin=is_admin, session_id=session_id
     )
     if not visible:  # a tenant without its default collection yet gets it (ADR 0078)
         await ensure_default_collection(db, tenant_id)
-        visible = await visible_collection_ids(
+        visible = await narrow_to_visible(
             db, tenant_id, user_id, is_admin=is_admin, session_id=session_id
         )
-    await restrict_to_collections(db, visible)
     return visible
 
 

@@ -7,13 +7,13 @@ handed a `Transactions` when they are built; none reaches into another component
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.db import TENANT
+from app.core.db import COLLECTIONS, TENANT, collections_literal
 from app.core.jobs import RUNNER, JobRunner
 
 
@@ -26,10 +26,16 @@ class Transactions:
     jobs: JobRunner | None = None
 
     @asynccontextmanager
-    async def __call__(self, tenant_id: str | uuid.UUID) -> AsyncIterator[AsyncSession]:
-        """A database session scoped to the tenant, committed when the block ends without error."""
+    async def __call__(
+        self, tenant_id: str | uuid.UUID, narrowed_to: Sequence[uuid.UUID] | None = None
+    ) -> AsyncIterator[AsyncSession]:
+        """A database session scoped to the tenant, committed when the block ends without
+        error; narrowed to these knowledge-base collections when given (ADR 0078), by the
+        setting every transaction begins with (no statement of its own)."""
         async with self.sessionmaker() as db:
             db.info[TENANT] = tenant_id
+            if narrowed_to is not None:
+                db.info[COLLECTIONS] = collections_literal(narrowed_to)
             if self.jobs is not None:
                 db.info[RUNNER] = self.jobs  # jobs enqueued here run after the commit
             async with db.begin():

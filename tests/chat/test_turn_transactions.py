@@ -124,17 +124,9 @@ async def _count_turns(settings: Settings, counting_server: URL, *, model: bool)
         await admin.close()
 
 
-# The offline turn's count is not steady since the merges of issues 27, 29 and 30 (4.0 to
-# 5.3 across runs of this test: a window now sees transactions with no BEGIN behind them,
-# not yet traced). Marked, not loosened: the budget stays 4, the cause is open (closing note).
-OFFLINE_UNSTEADY = pytest.mark.xfail(
-    strict=False, reason="offline: 4.0-5.3 transactions per turn across runs, cause open"
-)
-
-
 @pytest.mark.parametrize(
     "model",
-    [pytest.param(False, marks=OFFLINE_UNSTEADY), True],
+    [False, True],
     ids=["offline", "fake-model"],
 )
 async def test_a_chat_turn_costs_at_most_four_transactions(
@@ -147,14 +139,6 @@ async def test_a_chat_turn_costs_at_most_four_transactions(
     assert counts.transactions <= MAX_TRANSACTIONS, detail
 
 
-# Known gap, tracked here rather than hidden: the unit of work met 20 statements on its own
-# branch; merged with issue 30's permission reads (what the user may see, at authentication
-# and again with the session's scope, and its setting: +5) and the typed state's UUID ids
-# (checkpointed as blobs, not inline: +3), an offline turn runs 28. Strict: once the budget
-# holds again this test passes, and must be unmarked.
-@pytest.mark.xfail(
-    strict=True, reason="28 statements per offline turn since issues 27 and 30 met (budget 20)"
-)
 async def test_an_offline_chat_turn_costs_at_most_twenty_statements(
     counted_settings: Settings, counting_server: URL
 ) -> None:

@@ -130,3 +130,25 @@ async def test_only_the_groups_members_and_admins_ever_get_the_boards_document(
     # the other 14.
     assert len(rows) == 28
     assert sum(1 for (_, role), n in rows.items() if role not in ALLOWED and n) == 0
+
+
+KEYED = ("/kb/search", "/chat", "/v1/chat/completions", "replayed turns", "export")
+"""The paths an API key reaches over HTTP."""
+
+
+async def test_an_admins_member_key_gets_no_more_than_a_member_outside_the_group(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """A key acts with the lesser of its role and its user's: an admin's member-role key does
+    not open the board's collection on any path, a chat turn's search included (ADR 0086)."""
+    world = await make_world(client, db)
+    admin = world.callers["admin"]
+    created = await client.post(
+        "/admin/api-keys", json={"name": "member key", "role": "member"}, headers=admin.headers
+    )
+    assert created.status_code == 201, created.text
+    keyed = LoggedIn(admin.user, {"X-API-Key": created.json()["key"]}, "")
+    rows = {name: await PROBES[name](app, client, world, keyed) for name in KEYED}
+    assert rows == dict.fromkeys(KEYED, 0)
+    # The same admin, signed in as themself, gets the document on the same path.
+    assert await chat(app, client, world, admin) > 0

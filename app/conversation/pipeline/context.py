@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -56,9 +56,12 @@ class TurnContext:
         `sessionmaker` and the `jobs` set after start-up)."""
         return Transactions(self.sessionmaker, self.jobs)
 
-    def transaction(self, tenant_id: str | uuid.UUID) -> AbstractAsyncContextManager[AsyncSession]:
-        """A database session scoped to the tenant, committed when the block ends without error."""
-        return self.transactions(tenant_id)
+    def transaction(
+        self, tenant_id: str | uuid.UUID, narrowed_to: Sequence[uuid.UUID] | None = None
+    ) -> AbstractAsyncContextManager[AsyncSession]:
+        """A database session scoped to the tenant (and narrowed to these collections, when
+        given), committed when the block ends without error."""
+        return self.transactions(tenant_id, narrowed_to)
 
     def reads(self, tenant_id: uuid.UUID) -> AbstractAsyncContextManager[AsyncSession]:
         """A read before the model: inside a run, the turn's one read transaction (opened by
@@ -85,9 +88,13 @@ class TurnReads:
     `close` — before the model is called, and at the latest when the run ends. A read that
     fails discards it (rolled back), so the next read starts a clean one."""
 
-    def __init__(self, context: TurnContext, tenant_id: uuid.UUID) -> None:
+    def __init__(
+        self, context: TurnContext, tenant_id: uuid.UUID, collections: Sequence[uuid.UUID]
+    ) -> None:
         self.context = context
         self.tenant_id = tenant_id
+        self.collections = list(collections)
+        """What the turn may search: its transaction is narrowed to them from its start."""
         self._lock = asyncio.Lock()
         self._open: tuple[AsyncExitStack, AsyncSession] | None = None
 
@@ -97,7 +104,9 @@ class TurnReads:
         async with self._lock:
             if self._open is None:
                 stack = AsyncExitStack()
-                db = await stack.enter_async_context(self.context.transaction(self.tenant_id))
+                db = await stack.enter_async_context(
+                    self.context.transaction(self.tenant_id, self.collections)
+                )
                 self._open = (stack, db)
             try:
                 yield self._open[1]

@@ -96,6 +96,11 @@ class PreparedTurn:
     attachment_ids: list[uuid.UUID]
     session_attachment_ids: list[uuid.UUID]
     """The attachments already active in the session when the turn was admitted."""
+    collections: list[uuid.UUID]
+    """The knowledge-base collections the turn may search: the caller's, read with the
+    request, within the session's scope (ADR 0086)."""
+    collection_scope: list[uuid.UUID]
+    """The collections the session is restricted to (empty: not restricted)."""
     stored_query: str
     """The user's message as stored (anonymised when configured)."""
     finished_turns: int = -1
@@ -159,6 +164,8 @@ class TurnRunner:
             session_attachment_ids=turn.session_attachment_ids,
             stored_query=turn.stored_query,
             finished_turns=turn.finished_turns,
+            collections=turn.collections,
+            collection_scope=turn.collection_scope,
             started_at=turn.started_at,
             stream_tokens=stream_tokens,
         )
@@ -175,7 +182,7 @@ class TurnRunner:
         # an async generator may be finalised in another context.
         CURRENT_TENANT.set(str(turn.tenant_id))
         NODE_TIMINGS.set(progress.node_ms)
-        reads = TurnReads(self.context, turn.tenant_id)
+        reads = TurnReads(self.context, turn.tenant_id, turn.collections)
         TURN_READS.set(reads)  # the reads before the model share one transaction (ADR 0070)
         TURN_READ.set(reads.use)  # the thread's checkpoint is one of them
         stored = False  # set once `done` went out: later failures do not un-store the turn

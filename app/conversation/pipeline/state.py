@@ -84,10 +84,13 @@ class TurnState(TypedDict):
 
     """The graph's state: one turn's request, working data and outcome."""
 
-    tenant_id: uuid.UUID
-    user_id: uuid.UUID
-    session_id: uuid.UUID
+    tenant_id: Working[uuid.UUID]
+    user_id: Working[uuid.UUID]
+    session_id: Working[uuid.UUID]
+    """Who asks, and where: the thread is the session, its row names the tenant and the
+    user, so none of the three is checkpointed (a UUID is stored as a blob row of its own)."""
     turn_id: uuid.UUID
+    """Checkpointed: the thread's checkpoint names the turn whose outcome it holds."""
     request_messages: Working[list[ChatMessage]]
     request_attachment_ids: Working[list[uuid.UUID]]
     session_attachment_ids: Working[list[uuid.UUID]]
@@ -119,6 +122,11 @@ class TurnState(TypedDict):
     history was loaded."""
     # --- resolve_attachments --------------------------------------------------------------
     active_attachment_ids: Working[list[uuid.UUID]]
+    # --- retrieve (read with the request, at admission) -----------------------------------
+    collections: Working[list[uuid.UUID]]
+    """The knowledge-base collections the turn may search (ADR 0086)."""
+    collection_scope: Working[list[uuid.UUID]]
+    """The collections the session is restricted to (empty: not restricted)."""
     # --- classify -------------------------------------------------------------------------
     query_composition: Composition
     composition_confidence: float
@@ -135,7 +143,8 @@ class TurnState(TypedDict):
     # --- generate -------------------------------------------------------------------------
     answer: str
     model: str
-    usage: Usage
+    usage: Working[Usage]
+    """The model's token counts: the turn's row stores them (prompt and completion tokens)."""
     # --- agent, tools (providers with tool calling) -----------------------------------------
     tool_rounds: int
     agent_messages: Working[list[JsonObject]]
@@ -172,7 +181,8 @@ class TurnUpdate(TypedDict, total=False):
     context_metadata: Record | Overwrite
     answer: str
     model: str
-    usage: Usage
+    usage: Working[Usage]
+    """The model's token counts: the turn's row stores them (prompt and completion tokens)."""
     tool_rounds: int
     agent_messages: list[JsonObject]
 
@@ -188,6 +198,8 @@ def initial_state(
     session_attachment_ids: list[uuid.UUID],
     stored_query: str,
     started_at: float,
+    collections: list[uuid.UUID],
+    collection_scope: list[uuid.UUID],
     finished_turns: int = -1,
     stream_tokens: bool = True,
 ) -> TurnState:
@@ -214,6 +226,8 @@ def initial_state(
         recent_turns=[],
         finished_turns=finished_turns,
         active_attachment_ids=[],
+        collections=collections,
+        collection_scope=collection_scope,
         query_composition="chat",
         composition_confidence=0.0,
         is_follow_up=False,

@@ -68,6 +68,10 @@ _ADMIT = (
                  WHERE tenant_id = :tenant AND session_id = :session
                    AND EXISTS (SELECT 1 FROM owned)
                  ORDER BY created_at) AS active,
+           ARRAY(SELECT collection_id FROM session_collections
+                 WHERE tenant_id = :tenant AND session_id = :session
+                   AND EXISTS (SELECT 1 FROM owned)
+                 ORDER BY collection_id) AS scope,
            (SELECT count(*) FROM query_history
             WHERE tenant_id = :tenant AND session_id = :session
               AND status = ANY(:finished)) AS finished
@@ -87,6 +91,7 @@ _ADMIT = (
     .columns(
         column("admitted", Integer),
         column("active", ARRAY(UUID(as_uuid=True))),
+        column("scope", ARRAY(UUID(as_uuid=True))),
         column("finished", Integer),
     )
 )
@@ -148,6 +153,8 @@ class Admitted(NamedTuple):
     """The attachments already active in the session."""
     finished: int
     """Its finished turns (what its cached history must count, or it is stale)."""
+    scope: list[uuid.UUID]
+    """The collections the session is restricted to (empty: not restricted)."""
 
 
 class Completed(NamedTuple):
@@ -237,8 +244,8 @@ class TurnRepository(TenantRepository[QueryHistory]):
         idempotency_key: str | None = None,
     ) -> Admitted | None:
         """Record a new pending turn if the session is the user's, in one statement, and
-        return the session's active attachments and finished turns; None if the session is
-        not theirs.
+        return the session's active attachments, finished turns and collection scope; None
+        if the session is not theirs.
 
         The turn is leased to this process for `lease_seconds` (renewed while it runs, see
         app/conversation/durability/leases.py); `idempotency_key` is the Redis key of its claim and
@@ -263,7 +270,9 @@ class TurnRepository(TenantRepository[QueryHistory]):
                 },
             )
         ).one()
-        return Admitted(list(row.active), row.finished) if row.admitted else None
+        if not row.admitted:
+            return None
+        return Admitted(list(row.active), row.finished, list(row.scope))
 
     async def complete(
         self,

@@ -11,11 +11,13 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.scope import restrict_to_user
 from app.auth.principal import Principal
 from app.config import Settings
 from app.conversation.pipeline.runner import PreparedTurn
 from app.conversation.repository import SessionStateRepository, TurnRepository
 from app.conversation.turn.schemas import ChatRequest
+from app.core.db import visible_collections
 from app.core.errors import NotFound
 from app.pii.detect import anonymize
 
@@ -49,6 +51,14 @@ async def prepare_turn(
     )
     if admitted is None:  # unknown and foreign alike
         raise NotFound("No such session.", code="session_not_found")
+    # What the turn may search: read with the request (authentication narrowed its
+    # transaction, ADR 0078), never cached beyond it, within the session's scope.
+    visible = visible_collections(db)
+    if visible is None:  # a transaction of the turn's own: not narrowed yet
+        visible = await restrict_to_user(
+            db, principal.tenant_id, principal.user_id, is_admin=principal.is_admin
+        )
+    scope = set(admitted.scope)
     return PreparedTurn(
         tenant_id=principal.tenant_id,
         user_id=principal.user_id,
@@ -59,6 +69,8 @@ async def prepare_turn(
         session_attachment_ids=admitted.active,
         stored_query=stored_query,
         finished_turns=admitted.finished,
+        collections=[c for c in visible if not scope or c in scope],
+        collection_scope=admitted.scope,
     )
 
 

@@ -14,7 +14,6 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.access.repository import session_scope, visible_collection_ids
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.state import TurnState, TurnUpdate, manifest_of, turn_ids
@@ -82,11 +81,10 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
         tenant = ids.tenant
         attachments = state["active_attachment_ids"]
         k = ctx.settings.retrieval_k
-        # What the user may see now, within the session's scope: read for every turn, never
-        # cached, and held by RLS as well as by the search's filters (ADR 0078).
-        async with ctx.reads(tenant) as db:
-            visible = await visible_collection_ids(db, tenant, ids.user, session_id=ids.session)
-            scope = await session_scope(db, tenant, ids.session)
+        # What the user may see now, within the session's scope: read with the turn's
+        # request, never cached beyond it, and held by RLS as well as by the search's
+        # filters (ADR 0078, 0086).
+        visible, scope = state["collections"], state["collection_scope"]
 
         def narrowed() -> AbstractAsyncContextManager[AsyncSession]:
             return _narrowed(ctx.reads(tenant), visible)
