@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.db import API_KEY_HASH, LOGIN_EMAIL, lookup_scope
 from app.core.pagination import Cursor
-from app.core.repository import TenantRepository
+from app.core.repository import TenantRepository, containing
 from app.models import (
     ApiKey,
     ChatSession,
@@ -93,8 +93,7 @@ class UserRepository(TenantRepository[User]):
         `contains` only when given; each with their number of conversations."""
         statement = self.scoped().add_columns(self._conversations())
         if contains:
-            pattern = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            statement = statement.where(User.email.ilike(f"%{pattern}%", escape="\\"))
+            statement = statement.where(User.email.ilike(containing(contains), escape="\\"))
         if after_email is not None:
             statement = statement.where(User.email > after_email)
         result = await self.db.execute(statement.order_by(User.email).limit(limit))

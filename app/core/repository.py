@@ -14,6 +14,12 @@ from app.core.pagination import Cursor
 M = TypeVar("M", bound=TenantOwned)
 
 
+def containing(text: str) -> str:
+    """A LIKE pattern for the strings that contain `text` literally: its backslashes, `%`
+    and `_` escaped by a backslash (the escape character the queries name)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 class TenantRepository(Generic[M]):
     """SQL for one tenant-owned model. Subclasses build on `scoped()`, never on `select()`.
 

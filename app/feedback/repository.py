@@ -10,7 +10,7 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import ChatSession, QueryHistory, TurnFeedback
+from app.models import TurnFeedback
 
 
 class FeedbackRepository:
@@ -19,15 +19,6 @@ class FeedbackRepository:
     def __init__(self, db: AsyncSession, tenant_id: uuid.UUID) -> None:
         self.db = db
         self.tenant_id = tenant_id
-
-    async def own_turn_status(self, turn_id: uuid.UUID, user_id: uuid.UUID) -> str | None:
-        """The status of the turn when it is this user's; None for unknown and foreign alike."""
-        statement = select(QueryHistory.status).where(
-            QueryHistory.tenant_id == self.tenant_id,
-            QueryHistory.id == turn_id,
-            QueryHistory.user_id == user_id,
-        )
-        return (await self.db.execute(statement)).scalar_one_or_none()
 
     async def put(
         self, turn_id: uuid.UUID, user_id: uuid.UUID, value: str, comment: str | None
@@ -72,33 +63,6 @@ class FeedbackRepository:
             )
         )
         return {row.turn_id: row for row in rows.scalars()}
-
-    async def of_session(self, session_id: uuid.UUID, user_id: uuid.UUID) -> list[TurnFeedback]:
-        """The user's feedback on the turns of their session, oldest turn first."""
-        statement = (
-            select(TurnFeedback)
-            .join(
-                QueryHistory,
-                (QueryHistory.tenant_id == TurnFeedback.tenant_id)
-                & (QueryHistory.id == TurnFeedback.turn_id),
-            )
-            .where(
-                TurnFeedback.tenant_id == self.tenant_id,
-                TurnFeedback.user_id == user_id,
-                QueryHistory.session_id == session_id,
-            )
-            .order_by(QueryHistory.created_at, QueryHistory.id)
-        )
-        return list((await self.db.execute(statement)).scalars())
-
-    async def owns_session(self, session_id: uuid.UUID, user_id: uuid.UUID) -> bool:
-        """Whether the session is this user's."""
-        statement = select(ChatSession.id).where(
-            ChatSession.tenant_id == self.tenant_id,
-            ChatSession.id == session_id,
-            ChatSession.user_id == user_id,
-        )
-        return (await self.db.execute(statement)).first() is not None
 
 
 def exported_feedback(tenant_id: uuid.UUID, user_id: uuid.UUID) -> Select[*tuple[Any, ...]]:

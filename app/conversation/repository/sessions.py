@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Row, Select, delete, exists, func, or_, select, update
+from sqlalchemy import CursorResult, Row, Select, delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from app.conversation.repository.turns import mentioned_in_turns
 from app.core.pagination import Cursor
-from app.core.repository import TenantRepository
-from app.models import Attachment, ChatSession, QueryHistory, SessionAttachment
+from app.core.repository import TenantRepository, containing
+from app.models import Attachment, ChatSession, SessionAttachment
 
 # A fold is bookkeeping, not activity: the session's `updated_at` (its place in the listing)
 # stays as the last turn left it.
@@ -188,17 +189,9 @@ class SessionRepository(TenantRepository[ChatSession]):
                 ChatSession.pinned_at.is_not(None) if pinned else ChatSession.pinned_at.is_(None)
             )
         if q:
-            pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            in_turns = exists().where(
-                QueryHistory.tenant_id == self.tenant_id,
-                QueryHistory.session_id == ChatSession.id,
-                or_(
-                    QueryHistory.user_query.ilike(pattern, escape="\\"),
-                    QueryHistory.answer.ilike(pattern, escape="\\"),
-                ),
-            )
+            in_turns = mentioned_in_turns(self.tenant_id, ChatSession.id, q)
             statement = statement.where(
-                or_(ChatSession.title.ilike(pattern, escape="\\"), in_turns)
+                or_(ChatSession.title.ilike(containing(q), escape="\\"), in_turns)
             )
         return await self.keyset_page(statement, limit=limit, after=after)
 

@@ -1,6 +1,6 @@
 """SQL for turns (`query_history`): the turn pipeline, the listing, the history window, the
-agent's look-ups of earlier answers, and what the audit, the retention sweep, the export and
-the erasure need of a user's or a tenant's turns.
+agent's look-ups of earlier answers, the conversation search, and what feedback, the audit,
+the retention sweep, the export and the erasure need of a user's or a tenant's turns.
 
 Over 300 lines because every statement on the one table a turn lives in is here, each small
 (the leases of running turns excepted: `turn_leases.py`); the statements of the session row
@@ -22,6 +22,7 @@ from sqlalchemy import (
     Row,
     Select,
     SmallInteger,
+    SQLColumnExpression,
     Text,
     bindparam,
     column,
@@ -40,7 +41,7 @@ from app.conversation.turn.manifest import MANIFEST_VERSION, Manifest
 from app.conversation.turn.types import HistoryTurn
 from app.core.pagination import Cursor
 from app.core.process import process_id
-from app.core.repository import TenantRepository
+from app.core.repository import TenantRepository, containing
 from app.models import QueryHistory, TurnFeedback
 
 HISTORY_STATUSES = ("complete", "incomplete")
@@ -362,8 +363,8 @@ class TurnRepository(TenantRepository[QueryHistory]):
         """The newest complete, unblocked turns of the session that mention any of `words`."""
         matches = [
             or_(
-                QueryHistory.user_query.ilike(f"%{_escape_like(w)}%"),
-                QueryHistory.answer.ilike(f"%{_escape_like(w)}%"),
+                QueryHistory.user_query.ilike(containing(w), escape="\\"),
+                QueryHistory.answer.ilike(containing(w), escape="\\"),
             )
             for w in words
         ]
@@ -387,6 +388,30 @@ class TurnRepository(TenantRepository[QueryHistory]):
             QueryHistory.status == "complete",
             not_blocked,
         ]
+
+    # --- a user's own turns: feedback on them ---
+
+    async def own_status(self, user_id: uuid.UUID, turn_id: uuid.UUID) -> str | None:
+        """The turn's status when it is this user's; None for unknown and foreign alike."""
+        statement = select(QueryHistory.status).where(
+            QueryHistory.tenant_id == self.tenant_id,
+            QueryHistory.id == turn_id,
+            QueryHistory.user_id == user_id,
+        )
+        return (await self.db.execute(statement)).scalar_one_or_none()
+
+    async def own_ids_in(self, user_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """The user's turns in the session, oldest first."""
+        statement = (
+            select(QueryHistory.id)
+            .where(
+                QueryHistory.tenant_id == self.tenant_id,
+                QueryHistory.user_id == user_id,
+                QueryHistory.session_id == session_id,
+            )
+            .order_by(QueryHistory.created_at, QueryHistory.id)
+        )
+        return list((await self.db.execute(statement)).scalars())
 
     # --- a tenant's or a user's turns: the audit, the retention sweep, export and erasure ---
 
@@ -475,8 +500,20 @@ class TurnRepository(TenantRepository[QueryHistory]):
         return [(row.session_id, int(row.turns)) for row in rows.all()]
 
 
-def _escape_like(word: str) -> str:
-    return word.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+def mentioned_in_turns(
+    tenant_id: uuid.UUID, session_id: SQLColumnExpression[uuid.UUID], text: str
+) -> ColumnElement[bool]:
+    """Whether one of the turns of the session `session_id` (a column of the caller's query)
+    has `text` in its question or answer, case-insensitively: the conversation search."""
+    pattern = containing(text)
+    return exists().where(
+        QueryHistory.tenant_id == tenant_id,
+        QueryHistory.session_id == session_id,
+        or_(
+            QueryHistory.user_query.ilike(pattern, escape="\\"),
+            QueryHistory.answer.ilike(pattern, escape="\\"),
+        ),
+    )
 
 
 _PURGE_TURNS = text(
