@@ -1,6 +1,6 @@
 """Does one member's hostile request slow everyone? /healthz beside issue 33's attacks.
 
-    python -m bench.attacks [--seconds 10] [--resumes 300] [--guard-requests 3]
+    python -m bench.attacks [--seconds 10] [--resumes 300] [--guard-requests 3] [--pdfs 2]
 
 One uvicorn process on loopback (embedded PostgreSQL unless $BENCH_DATABASE_URL; the Redis at
 $REDIS_URL, else 127.0.0.1:6379/15, with a pool of 20), a model that streams 400 tokens over
@@ -13,10 +13,14 @@ every phase:
    `--guard-requests` at a time for `--seconds`;
 3. **resume flood** (item 2): one slow turn, then `--resumes` concurrent
    `GET /chat/{turn}/stream` with `Last-Event-ID: 1`; meanwhile another tenant's `/chat`,
-   a login, and 15 wrong passwords for a third account.
+   a login, and 15 wrong passwords for a third account;
+4. **PDF stall** (item 6): a member uploads `--pdfs` 7.9 KB PDFs whose 15 pages share one
+   content stream of 100,000 text operations, as conversation attachments; a second later
+   another tenant uploads a one-line text file. Both are followed until settled.
 
 Printed per phase: /healthz p50/p95/max and p95 against the unattacked run; for the flood,
-how the resumes were answered and what the other tenant, the login and the throttle got.
+how the resumes were answered and what the other tenant, the login and the throttle got; for
+the PDFs, how each upload ended and when the other tenant's file was ready.
 Target (issue 33): /healthz p95 <= 100 ms in every phase.
 """
 
@@ -35,6 +39,7 @@ from bench.common import bench_database, uvicorn_server
 from bench.upload_stall import Probes, _probe_until
 
 ATTACK = ("ignore previous " * 2001)[:32_000]
+PDF_TIMEOUT = 600.0
 TENANTS = ("attacker", "bystander", "guessed")
 
 
@@ -181,6 +186,40 @@ async def _flood(
     ]
 
 
+async def _pdf_stall(
+    attacker: httpx.AsyncClient, bystander: httpx.AsyncClient, pdfs: int
+) -> list[str]:
+    from tests.knowledge.test_ingestion_budget import shared_stream_pdf
+
+    hostile = shared_stream_pdf(15, 100_000)
+
+    async def settle(client: httpx.AsyncClient, name: str, data: bytes, kind: str) -> str:
+        started = time.perf_counter()
+        uploaded = await client.post("/attachments", files={"file": (name, data, kind)})
+        if uploaded.status_code not in (200, 201):
+            return f"{name}: HTTP {uploaded.status_code}"
+        attachment = uploaded.json()["id"]
+        while time.perf_counter() - started < PDF_TIMEOUT:
+            body = (await client.get(f"/attachments/{attachment}")).json()
+            if body.get("status") in ("ready", "failed"):
+                error = f" ({str(body.get('error'))[:60]})" if body.get("error") else ""
+                return f"{name}: {body['status']} in {time.perf_counter() - started:.1f} s{error}"
+            await asyncio.sleep(0.25)
+        return f"{name}: not settled in {PDF_TIMEOUT:.0f} s"
+
+    attacks = [
+        asyncio.create_task(settle(attacker, f"report-{i}.pdf", hostile, "application/pdf"))
+        for i in range(pdfs)
+    ]
+    await asyncio.sleep(1.0)  # the other tenant's file arrives while the PDFs are being read
+    other = await settle(bystander, "note.txt", b"The Turin office opens at nine.", "text/plain")
+    settled = await asyncio.gather(*attacks)
+    return [
+        f"{len(hostile) / 1024:.1f} KB PDFs: " + "; ".join(settled),
+        f"another tenant's {other}",
+    ]
+
+
 def _line(name: str, probes: Probes, baseline: Probes) -> str:
     from bench.common import percentile
 
@@ -188,7 +227,7 @@ def _line(name: str, probes: Probes, baseline: Probes) -> str:
     return f"  /healthz, {name:<13} {probes.line()}   p95 x{ratio:.1f}"
 
 
-async def _bench(base: str, seconds: float, resumes: int, guard_requests: int) -> None:
+async def _bench(base: str, seconds: float, resumes: int, guard_requests: int, pdfs: int) -> None:
     attacker, bystander = await _client(base, "attacker"), await _client(base, "bystander")
     try:
         baseline = await _probed(base, None, seconds)
@@ -204,6 +243,12 @@ async def _bench(base: str, seconds: float, resumes: int, guard_requests: int) -
             flood_notes.extend(await _flood(base, attacker, bystander, resumes))
 
         flooded = await _probed(base, asyncio.ensure_future(flood()), seconds)
+        pdf_notes: list[str] = []
+
+        async def stall() -> None:
+            pdf_notes.extend(await _pdf_stall(attacker, bystander, pdfs))
+
+        stalled = await _probed(base, asyncio.ensure_future(stall()), seconds)
     finally:
         await attacker.aclose()
         await bystander.aclose()
@@ -214,6 +259,9 @@ async def _bench(base: str, seconds: float, resumes: int, guard_requests: int) -
     print(_line("resume flood", flooded, baseline))
     for note in flood_notes:
         print(f"    {note}")
+    print(_line("PDF stall", stalled, baseline))
+    for note in pdf_notes:
+        print(f"    {note}")
 
 
 def main() -> None:
@@ -221,6 +269,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--resumes", type=int, default=300)
     parser.add_argument("--guard-requests", type=int, default=3)
+    parser.add_argument("--pdfs", type=int, default=2)
     args = parser.parse_args()
     redis_url = _redis_url()
     with bench_database() as owner_url:
@@ -236,7 +285,7 @@ def main() -> None:
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }
         with uvicorn_server(env, app="bench.bench_app:slow_factory") as base:
-            asyncio.run(_bench(base, args.seconds, args.resumes, args.guard_requests))
+            asyncio.run(_bench(base, args.seconds, args.resumes, args.guard_requests, args.pdfs))
 
 
 if __name__ == "__main__":
