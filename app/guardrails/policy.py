@@ -53,9 +53,13 @@ class TenantPolicy:
     smalltalk: bool
     faq_count: int = 0
     overrides: JsonObject = field(default_factory=dict)
+    language: str = "english"
+    """The tenant's text-search language (ADR 0076): what the extractive answer stems in."""
 
 
-def resolve(settings: Settings, stored: JsonObject, faq_count: int) -> TenantPolicy:
+def resolve(
+    settings: Settings, stored: JsonObject, faq_count: int, language: str | None = None
+) -> TenantPolicy:
     """The tenant's policy: its stored overrides over the environment's defaults."""
     overrides = GuardrailOverrides.model_validate(stored or {})
     return TenantPolicy(
@@ -69,6 +73,7 @@ def resolve(settings: Settings, stored: JsonObject, faq_count: int) -> TenantPol
         ),
         faq_count=faq_count,
         overrides=overrides.model_dump(exclude_none=True),
+        language=language or "english",
     )
 
 
@@ -94,7 +99,7 @@ class TenantPolicies:
     async def load(self, db: AsyncSession, tenant_id: uuid.UUID) -> TenantPolicy:
         """The tenant's policy, read from the database (no cache)."""
         stored, count = await policy_inputs(db, tenant_id)
-        return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count)
+        return resolve(self.settings, stored.get(SETTINGS_KEY) or {}, count, stored.get("language"))
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         """Forget the tenant's policy now (call through `on_commit`, after the change is stored)."""

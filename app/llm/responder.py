@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from app.embeddings.base import Embedder
 from app.llm import sentences as sentences_module
+from app.llm.sentences import DEFAULT_LANGUAGE
 from app.llm.shapes import ChatMessage, HistoryTurn, SourceRef
 from app.llm.tokens import count_tokens
 
@@ -66,6 +67,9 @@ class ModelRequest:
     query: str
     follow_up_query: str = ""
     """A follow-up's standalone query (its words and the conversation's); empty otherwise."""
+    language: str = DEFAULT_LANGUAGE
+    """The tenant's text-search language (a PostgreSQL configuration's name, ADR 0076): the
+    extractive responder matches words by their stems in it."""
 
 
 class Responder(Protocol):
@@ -194,17 +198,11 @@ NO_SOURCES = (
 )
 
 
-def _terms(text: str) -> set[str]:
-    return sentences_module.question_stems(text)
-
-
-def _best_sentences(
-    text: str, terms: set[str], limit: int, similarities: Mapping[str, float] | None = None
-) -> list[str]:
-    """The passage's sentences that answer the question best (none if none does): by the
-    stems they share with it and, given `similarities`, by meaning (`app.llm.sentences`)."""
+def _best_sentences(text: str, terms: set[str], limit: int, language: str) -> list[str]:
+    """The passage's sentences that answer the question best by the stems they share with
+    it (none if none does; `app.llm.sentences`)."""
     found = sentences_module.sentences(text)
-    return [s.text for s in sentences_module.best(found, terms, limit, similarities)]
+    return [s.text for s in sentences_module.best(found, terms, limit, language=language)]
 
 
 def _location(source: SourceRef) -> str | None:
@@ -248,19 +246,26 @@ class ExtractiveResponder:
         query: str,
         follow_up_query: str = "",
         similarities: Mapping[str, float] | None = None,
+        language: str = DEFAULT_LANGUAGE,
     ) -> str:
         """The answer: the sentences of the sources that answer the question (by its words'
         stems, and by meaning given `similarities`), else a follow-up's standalone query
         ("How long does it take?" names nothing the sources say; "erase data how long does
         it take" does); else of earlier turns. A quote from a source that knows its location
         says where it is from ("Refund policy, page 12, section 3 Refunds: …")."""
-        terms = _terms(query)
-        attempts = [terms, terms | _terms(follow_up_query)] if follow_up_query else [terms]
+
+        def terms_of(text: str) -> set[str]:
+            return sentences_module.question_stems(text, language)
+
+        terms = terms_of(query)
+        attempts = [terms, terms | terms_of(follow_up_query)] if follow_up_query else [terms]
         considered = list(sources)[: self.max_sources]
         read = [sentences_module.sentences(source["text"]) for source in considered]
         for words in attempts:
             parts: list[str] = []
-            answers = sentences_module.chosen(read, words, self.sentences_per_source, similarities)
+            answers = sentences_module.chosen(
+                read, words, self.sentences_per_source, similarities, language
+            )
             for source, found in zip(considered, answers, strict=True):
                 sentences = [sentence.text for sentence in found]
                 if sentences:
@@ -271,8 +276,8 @@ class ExtractiveResponder:
                 return EXTRACTIVE_NOTICE + "\n\n".join(parts)
         # A conversational turn: what was said earlier that matches the question.
         for turn in reversed(history):
-            sentences = _best_sentences(turn["answer"], terms, 2)
-            if sentences and _terms(" ".join(sentences)) & terms:
+            sentences = _best_sentences(turn["answer"], terms, 2, language)
+            if sentences and terms_of(" ".join(sentences)) & terms:
                 return (
                     EXTRACTIVE_NOTICE
                     + "earlier in this conversation: "
@@ -288,6 +293,7 @@ class ExtractiveResponder:
             request.query,
             request.follow_up_query,
             await self.similarities(request.sources, request.query),
+            request.language,
         )
         generation.prompt_tokens = sum(count_tokens(m["content"]) for m in request.prompt)
         for piece in re.findall(r"\s*\S+\s*", answer):  # a word with its spacing per delta
@@ -303,6 +309,7 @@ class ExtractiveResponder:
             request.query,
             request.follow_up_query,
             await self.similarities(request.sources, request.query),
+            request.language,
         )
         generation.text.append(text)
         generation.count(request.prompt)

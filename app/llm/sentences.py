@@ -4,9 +4,10 @@ responder (ADR 0077).
 A passage is read line by line: a heading (a Markdown `#` line, or a short line without
 closing punctuation followed by more text) is never a sentence and never glued to one; a
 list item is a sentence with a full stop. A sentence answers the question by the words it
-shares with it, compared by their Snowball stems (the algorithms PostgreSQL's text search
-stems with: "refund" meets "refunded"), and by meaning: the cosine of its embedding and
-the question's, when the responder has the embedder.
+shares with it, compared by their Snowball stems in the tenant's language (the algorithms
+PostgreSQL's text search stems with: "refund" meets "refunded", "fietspaden" "fietspad"), and
+by meaning: the cosine of its embedding and the question's, when the responder has the
+embedder.
 """
 
 from __future__ import annotations
@@ -47,16 +48,29 @@ MAX_EMBEDDED_SENTENCES = 48
 """The most candidate sentences embedded for one answer (one batch of the embedder's)."""
 
 
-@lru_cache(maxsize=1)
-def _stemmer() -> Any:
-    return snowballstemmer.stemmer("english")
+DEFAULT_LANGUAGE = "english"
+_ALGORITHMS = frozenset(snowballstemmer.algorithms())
 
 
-def stems(text: str) -> set[str]:
-    """The content words of `text` as Snowball stems, and as written (a word of another
-    language is then matched at least as itself)."""
+_POSTGRESQL_NAMES = {"dutch": "dutch_porter"}
+"""Where PostgreSQL's stemmer is an algorithm Snowball has since renamed: its `dutch` stems
+"fietspaden" to "fietspad", Snowball 3's new `dutch` to "fietspaad"."""
+
+
+@lru_cache(maxsize=16)
+def _stemmer(language: str) -> Any:
+    """The Snowball stemmer PostgreSQL's text-search configuration `language` stems with
+    (`english`, `dutch`, `italian`…); None for one without (`simple`)."""
+    algorithm = _POSTGRESQL_NAMES.get(language, language)
+    return snowballstemmer.stemmer(algorithm) if algorithm in _ALGORITHMS else None
+
+
+def stems(text: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
+    """The content words of `text` as Snowball stems of `language` (the tenant's), and as
+    written (a word of another language is then matched at least as itself)."""
     words = [w.lower() for w in content_words(text) if len(w) > 2]
-    return set(words) | set(_stemmer().stemWords(words))
+    stemmer = _stemmer(language)
+    return set(words) | (set(stemmer.stemWords(words)) if stemmer is not None else set())
 
 
 # Words that give a question its form, not its topic ("How long does it take?"): matched
@@ -66,9 +80,9 @@ QUESTION_FORM_WORDS = frozenset(
 )
 
 
-def question_stems(question: str) -> set[str]:
+def question_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
     """The stems a sentence must share with the question to answer it by its words."""
-    return stems(question) - QUESTION_FORM_WORDS
+    return stems(question, language) - QUESTION_FORM_WORDS
 
 
 @dataclass(frozen=True)
@@ -138,11 +152,12 @@ def relevance(
     question: set[str],
     similarity: float | None,
     weights: Mapping[str, float] | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> tuple[float, bool]:
     """How well the sentence answers: the question's stems it shares (each by its weight,
     1 unless given) plus its cosine to the question; and whether it answers at all (a
     shared stem, or a cosine past the floor)."""
-    shared = stems(sentence.text) & question
+    shared = stems(sentence.text, language) & question
     cosine = max(similarity or 0.0, 0.0)
     weight = sum((weights or {}).get(stem, 1.0) for stem in shared)
     return weight + cosine, bool(shared) or cosine >= SEMANTIC_FLOOR
@@ -153,9 +168,10 @@ def best(
     question: set[str],
     limit: int,
     similarities: Mapping[str, float] | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> list[Sentence]:
     """The `limit` sentences that answer best (none if none answers), in passage order."""
-    return chosen([candidates], question, limit, similarities)[0]
+    return chosen([candidates], question, limit, similarities, language)[0]
 
 
 def chosen(
@@ -163,13 +179,16 @@ def chosen(
     question: set[str],
     limit: int,
     similarities: Mapping[str, float] | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> list[list[Sentence]]:
     """For each passage, its at most `limit` sentences that answer the question, in passage
     order, among all the passages' answers: a question word in several passages weighs less
     (1 / the passages it is in), and a sentence scoring under `RELATIVE_FLOOR` of the best
     one is left out ("renew my passport" quotes the passport's page, not the driving
     licence's because it also says "renewing")."""
-    passage_stems = [set().union(*(stems(s.text) for s in passage)) for passage in passages]
+    passage_stems = [
+        set().union(*(stems(s.text, language) for s in passage)) for passage in passages
+    ]
     weights = {
         stem: 1.0 / max(1, sum(stem in found for found in passage_stems)) for stem in question
     }
@@ -178,7 +197,7 @@ def chosen(
         answers = []
         for sentence in passage:
             similarity = similarities.get(sentence.text) if similarities else None
-            score, answering = relevance(sentence, question, similarity, weights)
+            score, answering = relevance(sentence, question, similarity, weights, language)
             if answering:
                 answers.append((score, sentence))
         scored.append(answers)

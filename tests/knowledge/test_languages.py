@@ -228,3 +228,27 @@ async def test_switching_language_rebuilds_in_the_background_while_a_chat_answer
     assert await _lexical_titles(db, tenant_id, "fietspad") == []
     final = (await client.get("/admin/settings", headers=admin.headers)).json()
     assert final["lexical_index"]["status"] == "ready"
+
+
+async def test_an_extractive_answer_quotes_by_the_tenants_stems_from_the_next_turn_on(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Without a model, the answer is the page's sentence that shares the question's words
+    by their stems, in the tenant's language, as soon as it is switched (ADR 0076)."""
+    _, admin = await _admin(client, db)
+    page = "Het nieuwe fietspad in wijk drie wordt volgend jaar verbreed."
+    await _add(client, admin, "Wijk 3", page)
+    await app.state.resources.jobs.drain()
+    chat = await make_session(db, admin.user)
+    question = "Wanneer komt de verbreding van de fietspaden?"
+
+    english = await ask(client, admin, chat, question)
+    assert english.status_code == 200, english.text
+    assert [s["title"] for s in english.json()["sources"]] == ["Wijk 3"]  # found, yet
+    assert page not in english.json()["answer"]  # no word of it is the question's, in English
+
+    await _set_language(client, admin, "dutch")
+    await app.state.resources.jobs.drain()
+    dutch = await ask(client, admin, chat, question)
+    assert dutch.status_code == 200, dutch.text
+    assert page in dutch.json()["answer"]  # "verbreding" and "verbreed", "fietspaden" and "-pad"

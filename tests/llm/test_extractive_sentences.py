@@ -112,3 +112,26 @@ def test_a_quote_names_its_section_below_the_documents_own_title() -> None:
         describe_location("Refund policy", {"page": 12, "section": "3 Refunds \u203a 3.2 Annual"})
         == "Refund policy, page 12, section 3 Refunds \u203a 3.2 Annual"
     )
+
+
+BIKE_PATHS = "Het nieuwe fietspad in wijk drie wordt volgend jaar verbreed."
+"""A Dutch municipality's page: "fietspad", where the question says "fietspaden" and
+"verbreding" where the page says "verbreed"."""
+
+
+def test_a_dutch_tenants_question_meets_its_passage_by_dutch_stems() -> None:
+    question = "Wanneer komt de verbreding van de fietspaden?"
+    sources = [source(1, BIKE_PATHS, title="Wijk 3")]
+    dutch = ExtractiveResponder().compose(sources, [], question, language="dutch")
+    assert dutch == EXTRACTIVE_NOTICE + BIKE_PATHS + " [1]"
+    # Stemmed as English, no word of the question is a word of the page: nothing found.
+    english = ExtractiveResponder().compose(sources, [], question, language="english")
+    assert BIKE_PATHS not in english
+
+
+def test_a_configuration_without_a_stemmer_matches_words_as_written() -> None:
+    sources = [source(1, BIKE_PATHS, title="Wijk 3")]
+    found = ExtractiveResponder().compose(sources, [], "Welk fietspad?", language="simple")
+    assert found == EXTRACTIVE_NOTICE + BIKE_PATHS + " [1]"
+    missed = ExtractiveResponder().compose(sources, [], "Welke fietspaden?", language="simple")
+    assert BIKE_PATHS not in missed

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from app.auth.principal import AdminPrincipal
 from app.core.deps import DbSession
 from app.core.errors import error_responses
+from app.guardrails.deps import PoliciesDep
 from app.knowledge.languages import service as languages
 from app.knowledge.schemas import TenantSettingsIn, TenantSettingsOut
 
@@ -21,8 +22,8 @@ async def read_settings(admin: AdminPrincipal, db: DbSession) -> TenantSettingsO
 
 @router.put("", response_model=TenantSettingsOut, responses=error_responses(422))
 async def set_settings(
-    body: TenantSettingsIn, admin: AdminPrincipal, db: DbSession
+    body: TenantSettingsIn, admin: AdminPrincipal, db: DbSession, policies: PoliciesDep
 ) -> TenantSettingsOut:
     """Choose the tenant's language: its chunks are re-analysed with it in the background
     (`lexical_index` shows how far; searches and chats go on meanwhile)."""
-    return await languages.set_language(db, admin.tenant_id, body.language)
+    return await languages.set_language(db, admin.tenant_id, body.language, policies)

@@ -15,6 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, UnprocessableEntity
 from app.core.jobs import enqueue_after_commit
+from app.core.on_commit import on_commit
+from app.guardrails.policy import TenantPolicies
 from app.knowledge.languages.job import rebuild_job
 from app.knowledge.languages.repository import (
     IndexProgress,
@@ -63,7 +65,9 @@ async def describe(db: AsyncSession, tenant_id: uuid.UUID) -> TenantSettingsOut:
     )
 
 
-async def set_language(db: AsyncSession, tenant_id: uuid.UUID, name: str) -> TenantSettingsOut:
+async def set_language(
+    db: AsyncSession, tenant_id: uuid.UUID, name: str, policies: TenantPolicies
+) -> TenantSettingsOut:
     """Store the tenant's language; once that commits, a job re-analyses the chunks still
     in another one (enqueued again when nothing changed but some are left: a rebuild that
     died is resumed by setting the language again)."""
@@ -72,6 +76,7 @@ async def set_language(db: AsyncSession, tenant_id: uuid.UUID, name: str) -> Ten
     if current is None:
         raise NotFound("No such tenant.", code="tenant_not_found")
     await store_tenant_settings(db, tenant_id, {**current, "language": language})
+    on_commit(db, lambda: policies.invalidate(tenant_id))  # the next answer stems in it
     described = await describe(db, tenant_id)
     if described.lexical_index.status == "rebuilding":
         enqueue_after_commit(db, rebuild_job(tenant_id))

@@ -9,7 +9,8 @@ from langgraph.runtime import Runtime
 
 from app.conversation.pipeline.citations import check_citations
 from app.conversation.pipeline.context import TurnContext
-from app.conversation.pipeline.state import TurnState, TurnUpdate
+from app.conversation.pipeline.policy import tenant_policy
+from app.conversation.pipeline.state import TurnState, TurnUpdate, turn_ids
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import Citations, PromptCache
 from app.conversation.turn.types import Usage
@@ -20,12 +21,14 @@ async def generate(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
     """The model's answer (streamed when the client watches)."""
     responder = runtime.context.responder
     generation = Generation()
+    policy = await tenant_policy(runtime.context, turn_ids(state).tenant)  # cached by guard
     request = ModelRequest(
         prompt=state["prompt"],
         sources=state["sources"],
         history=state["history"],
         query=state["query"],
         follow_up_query=state["reformulated_query"] if state["is_follow_up"] else "",
+        language=policy.language,
     )
     if state["stream_tokens"]:
         write = get_stream_writer()
