@@ -44,16 +44,18 @@ def _token(
     return (signed + b"." + signature).decode()
 
 
+# Fixed ids, not random ones: the test ids must be the same in every collecting process.
+SOME_ID = "0f1e2d3c-4b5a-4968-8776-655443322110"
 ODD_CLAIMS: list[dict[str, object]] = [
-    {"fam": [str(uuid.uuid4())]},
+    {"fam": [SOME_ID]},
     {"fam": 12345},
-    {"fam": {"id": str(uuid.uuid4())}},
+    {"fam": {"id": SOME_ID}},
     {"fam": None},
     {"tid": [1, 2]},
     {"tid": 2**80},
     {"tid": True},
     {"sub": 42},
-    {"sub": [str(uuid.uuid4())]},
+    {"sub": [SOME_ID]},
     {"role": ["admin"]},
     {"role": {"admin": True}},
     {"jti": 7},
