@@ -11,7 +11,7 @@ from app.ingestion.formats.read import extract
 from app.ingestion.formats.types import CSV, DOCX, MARKDOWN, PDF, XLSX
 from app.ingestion.prepare import PrepareOptions, prepare
 from app.ingestion.structure import chunk_blocks
-from tests.knowledge.files import make_paged_pdf
+from tests.knowledge.files import make_lined_pdf, make_paged_pdf, with_bookmarks
 
 SEP = " \u203a "
 
@@ -119,3 +119,49 @@ def test_plain_blocks_chunk_as_before() -> None:
     assert chunk_blocks([]) == []
     (chunk,) = chunk_blocks([Block("text", "One."), Block("text", "Two.")])
     assert (chunk.text, chunk.location) == ("One.\nTwo.", {})
+
+
+def test_a_pdfs_bookmarks_are_its_headings_and_its_chunks_sections() -> None:
+    """A PDF's outline gives its section paths: a bookmark's title on a line of its page is
+    a heading there (the text before it stays in the section before), a numbered line
+    matches its bookmark, and a section goes on over the next page."""
+    pdf = make_lined_pdf(
+        [
+            "Refund policy",
+            "Refunds keep customers with us.",
+            "3 Refunds",
+            "A refund request goes to billing with the order number.",
+        ],
+        ["3.2 Annual plans", "Annual plans are refunded pro rata within 45 days."],
+        ["Monthly plans renew on the first day of each month."],
+    )
+    outlined = with_bookmarks(
+        pdf,
+        [("Refunds", 0, None), ("Annual plans", 1, "Refunds"), ("Monthly plans", 2, "Refunds")],
+    )
+    chunks = _chunks(outlined, PDF, tokens=30, overlap=0)
+    where = {c.text.splitlines()[-1]: c.location for c in chunks}
+    assert where["Refunds keep customers with us."] == {"page": 1}
+    assert where["A refund request goes to billing with the order number."] == {
+        "page": 1,
+        "section": "Refunds",
+    }
+    assert where["Annual plans are refunded pro rata within 45 days."] == {
+        "page": 2,
+        "section": f"Refunds{SEP}Annual plans",
+    }
+    # No line of page 3 is its bookmark's title: the section opens where the page begins.
+    assert where["Monthly plans renew on the first day of each month."] == {
+        "page": 3,
+        "section": f"Refunds{SEP}Monthly plans",
+    }
+    # The same file without an outline: pages only, as before.
+    assert all("section" not in c.location for c in _chunks(pdf, PDF, tokens=30, overlap=0))
+
+
+def test_a_broken_or_huge_outline_never_fails_the_text() -> None:
+    pdf = make_lined_pdf(["Alpha line of text here."], ["Beta line of text here."])
+    many = with_bookmarks(pdf, [(f"Mark {i}", i % 2, None) for i in range(300)])
+    chunks = _chunks(many, PDF)
+    assert "Alpha line of text here." in chunks[0].text
+    assert extract(many, PDF).pages == 2

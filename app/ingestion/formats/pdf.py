@@ -1,5 +1,8 @@
 """PDF (pypdf): each page's text with its page number; a page read once however many pages
-draw the same content (issue 33)."""
+draw the same content (issue 33). The document's outline (its bookmarks, which most
+generated PDFs carry) gives the headings: a bookmark's title found as a line of the page it
+opens on is a heading there, one not found opens its section where the page's text would
+reach it; either way the section path follows the outline's nesting."""
 
 from __future__ import annotations
 
@@ -7,8 +10,23 @@ import io
 import re
 from typing import Any
 
-from app.core.location import Location
-from app.ingestion.formats.base import Block, Budget, Extracted, ExtractionError, strip_control
+from app.ingestion.formats.base import (
+    Block,
+    Budget,
+    Extracted,
+    ExtractionError,
+    Headings,
+    strip_control,
+)
+
+MAX_OUTLINE_ITEMS = 5_000
+"""Bookmarks read at most (a hostile outline stops there; the text is read all the same)."""
+MAX_MATCHED_PER_PAGE = 64
+"""A page's bookmarks looked for among its lines; more open their sections unmatched."""
+MAX_OUTLINE_DEPTH = 8
+"""Nesting followed at most: deeper bookmarks are left out of section paths."""
+Outline = dict[int, list[tuple[int, str]]]
+"""The bookmarks by the page they open on (1-based): (level, title), in outline order."""
 
 
 def read(data: bytes, budget: Budget, max_pages: int | None) -> Extracted:
@@ -26,6 +44,8 @@ def read(data: bytes, budget: Budget, max_pages: int | None) -> Extracted:
             raise ExtractionError("The PDF has no pages (its page tree names none).")
         if max_pages is not None and count > max_pages:
             raise ExtractionError(f"The PDF has {count} pages; the limit is {max_pages}.")
+        outline = _outline(reader, count)
+        headings = Headings()
         read: dict[tuple[object, ...], str] = {}
         for number, page in enumerate(reader.pages, start=1):
             key = _drawing(page)
@@ -34,9 +54,7 @@ def read(data: bytes, budget: Budget, max_pages: int | None) -> Extracted:
             if key is not None:
                 read[key] = text
             budget.take(text)  # page by page: a bomb stops at the limit
-            for part in re.split(r"\n\s*\n", _clean(text)):
-                if part.strip():
-                    blocks.append(Block("text", part.strip(), Location(page=number)))
+            blocks += _page_blocks(_clean(text), number, outline.get(number, []), headings)
     except ExtractionError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
@@ -44,6 +62,100 @@ def read(data: bytes, budget: Budget, max_pages: int | None) -> Extracted:
     if not blocks:
         raise ExtractionError("The PDF contains no extractable text (scanned images?).")
     return Extracted(blocks, pages=count)
+
+
+def _outline(reader: Any, pages: int) -> Outline:
+    """The document's bookmarks by page; none when it has no outline or one pypdf cannot
+    read (the text is what matters: a broken outline never fails a document)."""
+    from pypdf.errors import PyPdfError
+
+    found: Outline = {}
+    seen = 0
+
+    def walk(items: list[Any], level: int) -> None:
+        nonlocal seen
+        for item in items:
+            if seen >= MAX_OUTLINE_ITEMS:
+                return
+            if isinstance(item, list):  # the children of the bookmark before it
+                if level < MAX_OUTLINE_DEPTH:
+                    walk(item, level + 1)
+                continue
+            seen += 1
+            title = " ".join(str(getattr(item, "title", "") or "").split())[:200]
+            page = reader.get_destination_page_number(item)
+            if title and page is not None and 0 <= page < pages:
+                found.setdefault(page + 1, []).append((level, title))
+
+    try:
+        walk(reader.outline, 1)
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}
+    return found
+
+
+def _page_blocks(
+    text: str, number: int, bookmarks: list[tuple[int, str]], headings: Headings
+) -> list[Block]:
+    """The page's paragraphs, its bookmarks' titles as headings where they are lines of it."""
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    at = _title_lines(lines, bookmarks)
+    body: list[str] = []
+
+    def flush() -> None:
+        for part in re.split(r"\n\s*\n", "\n".join(body)):
+            if part.strip():
+                blocks.append(Block("text", part.strip(), headings.location(page=number)))
+        body.clear()
+
+    upcoming = 0
+    for index, line in enumerate(lines):
+        # A bookmark whose title is no line of the page opens its section where the text
+        # reaches it: after the heading before it in the outline.
+        while upcoming < len(bookmarks) and at[upcoming] is None:
+            headings.enter(*bookmarks[upcoming])
+            upcoming += 1
+        if upcoming < len(bookmarks) and at[upcoming] == index:
+            flush()
+            headings.enter(*bookmarks[upcoming])
+            upcoming += 1
+            blocks.append(Block("heading", line.strip(), headings.location(page=number)))
+        else:
+            body.append(line)
+    for bookmark in bookmarks[upcoming:]:  # on no line: their sections go on next page
+        headings.enter(*bookmark)
+    flush()
+    return blocks
+
+
+def _title_lines(lines: list[str], bookmarks: list[tuple[int, str]]) -> list[int | None]:
+    """The line each bookmark's title is (None: none), in outline order; the first
+    `MAX_MATCHED_PER_PAGE` bookmarks of a page are looked for (each scan is the page)."""
+    plain = [_plain(line) for line in lines]
+    found: list[int | None] = []
+    start = 0
+    for position, (_, title) in enumerate(bookmarks):
+        line = None
+        if position < MAX_MATCHED_PER_PAGE:
+            line = next((i for i in range(start, len(plain)) if _is_title(plain[i], title)), None)
+        found.append(line)
+        if line is not None:
+            start = line + 1
+    return found
+
+
+def _plain(line: str) -> str:
+    return " ".join(line.split()).casefold()
+
+
+def _is_title(line: str, title: str) -> bool:
+    """Whether a page's line (plain) is the bookmark's title, maybe numbered ("3.2 Annual
+    plans" for the bookmark "Annual plans")."""
+    wanted = _plain(title)
+    if not line or not wanted:
+        return False
+    return line == wanted or (line.endswith(" " + wanted) and len(line) <= len(wanted) + 12)
 
 
 def _drawing(page: Any) -> tuple[object, ...] | None:
