@@ -146,20 +146,31 @@ def _events_of(written: Any, detail: Detail) -> Insert:
 
 
 def with_events(
-    write: Insert | Update, detail: Detail, returning: Sequence[str] = ()
+    write: Insert | Update,
+    detail: Detail,
+    returning: Sequence[str] = (),
+    unchanged: Sequence[str] = (),
 ) -> ExecutableReturnsRows:
     """`write` (an INSERT or UPDATE of `kb_documents`) and one event per row it wrote, as one
-    statement; returning the columns named in `returning` of the written rows (nothing when
-    none is named: then the statement is the INSERT of the events, which an executemany can
-    send)."""
+    statement; returning the columns named in `returning` of the written rows, then those in
+    `unchanged`, read from the table (nothing when none is named: then the statement is the
+    INSERT of the events, which an executemany can send).
+
+    `unchanged`: columns the write does not set, such as a claim's file: read by the outer
+    query (which sees the rows as they were before the statement) instead of passing through
+    the CTE, which would hold every claimed file, up to 25 MB each, in a work-memory store
+    that spills to disk."""
     table = KbDocument.__table__
     names = list(dict.fromkeys([*_WRITTEN, *returning]))
     written = write.returning(*(table.c[name] for name in names)).cte("written")
-    if not returning:
+    if not (returning or unchanged):
         return _events_of(written, detail).add_cte(written)
-    return select(*(written.c[name] for name in returning)).add_cte(
-        _events_of(written, detail).cte("logged")
-    )
+    columns = [written.c[name] for name in returning] + [table.c[name] for name in unchanged]
+    statement = select(*columns).select_from(written)
+    if unchanged:
+        same_row = and_(table.c.tenant_id == written.c.tenant_id, table.c.id == written.c.id)
+        statement = statement.join(table, same_row)
+    return statement.add_cte(_events_of(written, detail).cte("logged"))
 
 
 def _handed_back(row: Any) -> Any:
@@ -183,14 +194,19 @@ class IngestionRepository:
         self.title: Any = KbDocument.title if kind == "kb" else Attachment.filename
 
     def _write(
-        self, write: Update, returning: Sequence[str] = (), detail: Detail = status_detail
+        self,
+        write: Update,
+        returning: Sequence[str] = (),
+        detail: Detail = status_detail,
+        unchanged: Sequence[str] = (),
     ) -> ExecutableReturnsRows:
         """A status write: a knowledge-base document's with its events (`with_events`); an
         attachment's has no history (it lives and dies with its conversation)."""
         if self.model is KbDocument:
-            statement = with_events(write, detail, returning)
-        elif returning:
-            statement = write.returning(*(self.model.__table__.c[n] for n in returning))
+            statement = with_events(write, detail, returning, unchanged)
+        elif returning or unchanged:
+            table = self.model.__table__
+            statement = write.returning(*(table.c[n] for n in (*returning, *unchanged)))
         else:
             statement = write
         return statement.execution_options(synchronize_session=False)
@@ -226,7 +242,7 @@ class IngestionRepository:
             )
         )
         rows = await self.db.execute(
-            self._write(write, ("id", "source", "content_type", self.title.key))
+            self._write(write, ("id",), unchanged=("source", "content_type", self.title.key))
         )
         return {oid: (source, content_type, title) for oid, source, content_type, title in rows}
 
