@@ -41,8 +41,9 @@ class DocumentRepository(TenantRepository[KbDocument]):
             .values(tenant_id=self.tenant_id, **values)
             .on_conflict_do_nothing(index_elements=["tenant_id", "content_hash"])
         )
-        # Its first event in the same statement: the CTE returns the whole new row.
-        names = [column.key for column in KbDocument.__table__.c]
+        # Its first event in the same statement: the CTE returns the new row but its file
+        # (deferred: the upload's bytes are not sent back, nor held by the CTE).
+        names = [column.key for column in KbDocument.__table__.c if column.key != "source"]
         added = with_events(write, _added, names)
         statement = select(KbDocument).from_statement(added)
         return (await self.db.scalars(statement)).one_or_none()
@@ -58,8 +59,10 @@ class DocumentRepository(TenantRepository[KbDocument]):
             )
             .values(status="pending", error=None, progress=0.0)
         )
-        statement = with_events(write, _uploaded_again)
-        await self.db.execute(statement.execution_options(synchronize_session=False))
+        statement = with_events(write, _uploaded_again, ("id",))
+        written = await self.db.scalar(statement.execution_options(synchronize_session=False))
+        if written is None:  # no longer failed: another upload queued it first
+            return
         for name, value in (("status", "pending"), ("error", None), ("progress", 0.0)):
             set_committed_value(document, name, value)
 

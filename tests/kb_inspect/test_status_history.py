@@ -111,6 +111,15 @@ async def test_a_failure_a_recovery_and_an_upload_again_are_recorded(
     events = await _events(sessionmaker, tenant.id, oid)
     assert events[-1] == ("pending", "uploaded again after failing")
 
+    # Uploaded again once more while it waits: it is not failed, nothing is written.
+    async with sessionmaker() as session, session.begin():
+        session.info[TENANT] = tenant.id
+        documents = DocumentRepository(session, tenant.id)
+        document = await documents.get(oid)
+        assert document is not None
+        await documents.requeue_failed(document)
+    assert await _events(sessionmaker, tenant.id, oid) == events
+
 
 async def test_a_document_out_of_attempts_fails_with_its_reason(
     sessionmaker: async_sessionmaker[AsyncSession], db: AsyncSession
