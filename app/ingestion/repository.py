@@ -6,6 +6,11 @@ the lexical statistics runs once for the lot.
 
 Over 300 lines: every statement of the pipeline (claim, lease, store, fail, recover)
 for both kinds of document; one place, so each batch's statement count stays visible.
+
+A knowledge-base document's every status write records an event (`kb_document_events`,
+ADR 0088) in the same statement: the UPDATE runs in a CTE and the INSERT of the events
+reads what it returned, so there is no change without its event nor an event without its
+change, and no statement more per batch.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -39,9 +44,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import Grouping
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
-from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument
+from app.models import Attachment, AttachmentChunk, KbChunk, KbDocument, KbDocumentEvent
 
 Kind = Literal["kb", "attachment"]
 
@@ -103,6 +110,77 @@ def due(model: Any, pending_grace: float) -> Any:
 CLEARED_CLAIM: dict[str, Any] = {"claimed_by": None, "lease_expires_at": None, "attempts": 0}
 """A document's claim columns once it is ready or failed: nobody holds it, nothing counts."""
 
+EVENT_COLUMNS = ("tenant_id", "id", "document_id", "status", "detail")
+_WRITTEN = ("tenant_id", "id", "status", "error", "chunk_count", "attempts")
+"""What a status write returns to its event: the document and the columns its detail reads."""
+
+Detail = Callable[[Any], Any]
+"""The event's detail from the written row (the CTE's columns)."""
+
+
+def status_detail(row: Any) -> Any:
+    """What an event says by default: a failure's error, a ready document's chunk count, the
+    attempt of a claimed one."""
+    chunks = cast(row.chunk_count, Text) + case(
+        (row.chunk_count == 1, literal(" chunk")), else_=literal(" chunks")
+    )
+    return case(
+        (row.status == "failed", row.error),
+        (row.status == "ready", chunks),
+        (row.status == "processing", literal("attempt ") + cast(row.attempts, Text)),
+        else_=None,
+    )
+
+
+def _events_of(written: Any, detail: Detail) -> Insert:
+    rows = select(
+        written.c.tenant_id,
+        func.gen_random_uuid(),
+        written.c.id,
+        written.c.status,
+        detail(written.c),
+    )
+    # The Core table, not the entity: an executemany of an ORM insert takes the bulk path.
+    events = KbDocumentEvent.metadata.tables[KbDocumentEvent.__tablename__]
+    return insert(events).from_select(list(EVENT_COLUMNS), rows)
+
+
+def with_events(
+    write: Insert | Update,
+    detail: Detail,
+    returning: Sequence[str] = (),
+    unchanged: Sequence[str] = (),
+) -> ExecutableReturnsRows:
+    """`write` (an INSERT or UPDATE of `kb_documents`) and one event per row it wrote, as one
+    statement; returning the columns named in `returning` of the written rows, then those in
+    `unchanged`, read from the table (nothing when none is named: then the statement is the
+    INSERT of the events, which an executemany can send).
+
+    `unchanged`: columns the write does not set, such as a claim's file: read by the outer
+    query (which sees the rows as they were before the statement) instead of passing through
+    the CTE, which would hold every claimed file, up to 25 MB each, in a work-memory store
+    that spills to disk."""
+    table = KbDocument.__table__
+    names = list(dict.fromkeys([*_WRITTEN, *returning]))
+    written = write.returning(*(table.c[name] for name in names)).cte("written")
+    if not (returning or unchanged):
+        return _events_of(written, detail).add_cte(written)
+    columns = [written.c[name] for name in returning] + [table.c[name] for name in unchanged]
+    statement = select(*columns).select_from(written)
+    if unchanged:
+        same_row = and_(table.c.tenant_id == written.c.tenant_id, table.c.id == written.c.id)
+        statement = statement.join(table, same_row)
+    return statement.add_cte(_events_of(written, detail).cte("logged"))
+
+
+def _handed_back(row: Any) -> Any:
+    return literal("handed back by a stopping process, to be queued again")
+
+
+def _requeued(row: Any) -> Any:
+    lost = literal("queued again: the process ingesting it stopped or the job was lost")
+    return case((row.status == "failed", row.error), else_=lost)
+
 
 class IngestionRepository:
     """The SQL of ingestion, for documents or attachments of one tenant."""
@@ -114,6 +192,24 @@ class IngestionRepository:
         self.chunk_model: Any = KbChunk if kind == "kb" else AttachmentChunk
         self.parent: Any = KbChunk.document_id if kind == "kb" else AttachmentChunk.attachment_id
         self.title: Any = KbDocument.title if kind == "kb" else Attachment.filename
+
+    def _write(
+        self,
+        write: Update,
+        returning: Sequence[str] = (),
+        detail: Detail = status_detail,
+        unchanged: Sequence[str] = (),
+    ) -> ExecutableReturnsRows:
+        """A status write: a knowledge-base document's with its events (`with_events`); an
+        attachment's has no history (it lives and dies with its conversation)."""
+        if self.model is KbDocument:
+            statement = with_events(write, detail, returning, unchanged)
+        elif returning or unchanged:
+            table = self.model.__table__
+            statement = write.returning(*(table.c[n] for n in (*returning, *unchanged)))
+        else:
+            statement = write
+        return statement.execution_options(synchronize_session=False)
 
     async def claim(
         self, ids: Sequence[uuid.UUID], owner: str, lease_seconds: float, max_attempts: int
@@ -132,7 +228,7 @@ class IngestionRepository:
                 or_(mine, and_(_lapsed(model), model.attempts < max_attempts)),
             ),
         )
-        rows = await self.db.execute(
+        write = (
             update(model)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids), claimable)
             .values(
@@ -144,8 +240,9 @@ class IngestionRepository:
                 # A retry of this owner is the same run; any other claim is a new one.
                 attempts=model.attempts + case((mine, 0), else_=1),
             )
-            .returning(model.id, model.source, model.content_type, self.title)
-            .execution_options(synchronize_session=False)
+        )
+        rows = await self.db.execute(
+            self._write(write, ("id",), unchanged=("source", "content_type", self.title.key))
         )
         return {oid: (source, content_type, title) for oid, source, content_type, title in rows}
 
@@ -224,7 +321,7 @@ class IngestionRepository:
         holder of the claim writes it: a document requeued by the recovery (unclaimed again)
         or already stored by another process is not this job's to fail."""
         model = self.model
-        await self.db.execute(
+        write = (
             update(model)
             .where(
                 model.tenant_id == self.tenant_id,
@@ -233,8 +330,8 @@ class IngestionRepository:
                 model.status == "processing",
             )
             .values(status="failed", error=error, progress=1.0, **CLEARED_CLAIM)
-            .execution_options(synchronize_session=False)
         )
+        await self.db.execute(self._write(write))
 
     async def hand_off(self, ids: Sequence[uuid.UUID], owner: str) -> int:
         """A stopping process gives back what it held: its claims (the attempt it counted
@@ -245,7 +342,7 @@ class IngestionRepository:
         model = self.model
         mine = and_(model.claimed_by == owner, model.status == "processing")
         queued = and_(model.id == _ids(ids), model.status == "pending", model.claimed_by.is_(None))
-        rows = await self.db.scalars(
+        write = (
             update(model)
             .where(model.tenant_id == self.tenant_id, or_(mine, queued))
             .values(
@@ -254,9 +351,8 @@ class IngestionRepository:
                 lease_expires_at=None,
                 attempts=case((mine, func.greatest(model.attempts - 1, 0)), else_=model.attempts),
             )
-            .returning(model.id)
-            .execution_options(synchronize_session=False)
         )
+        rows = await self.db.scalars(self._write(write, ("id",), detail=_handed_back))
         return len(list(rows))
 
     async def requeue(
@@ -275,7 +371,7 @@ class IngestionRepository:
                 " times (the process running it stopped each time); upload it again to retry."
             )
         )
-        rows = await self.db.execute(
+        write = (
             update(model)
             .where(model.tenant_id == self.tenant_id, model.id == _ids(ids))
             .where(due(model, pending_grace))
@@ -287,9 +383,8 @@ class IngestionRepository:
                 claimed_by=None,
                 lease_expires_at=None,
             )
-            .returning(model.id, model.status)
-            .execution_options(synchronize_session=False)
         )
+        rows = await self.db.execute(self._write(write, ("id", "status"), detail=_requeued))
         return {oid: status for oid, status in rows}
 
     async def replace_chunks(self, ids: Sequence[uuid.UUID], chunks: Sequence[NewChunk]) -> None:
@@ -368,21 +463,14 @@ class IngestionRepository:
         """One UPDATE per document (`id` in each dict), sent together as one executemany."""
         table = self.model.__table__
         columns = {key for row in values for key in row if key != "id"}
-        await self.db.execute(
+        write = (
             table.update()
             .where(table.c.tenant_id == self.tenant_id, table.c.id == bindparam("oid"))
-            .values({column: bindparam(f"v_{column}") for column in columns}),
-            [{"oid": row["id"], **{f"v_{c}": row[c] for c in columns}} for row in values],
+            .values({column: bindparam(f"v_{column}") for column in columns})
         )
-
-    async def set(self, oid: uuid.UUID, **values: Any) -> None:
-        """Update columns of one document or attachment."""
-        model = self.model
         await self.db.execute(
-            update(model)
-            .where(model.tenant_id == self.tenant_id, model.id == oid)
-            .values(**values)
-            .execution_options(synchronize_session=False)
+            self._write(write) if "status" in columns else write,
+            [{"oid": row["id"], **{f"v_{c}": row[c] for c in columns}} for row in values],
         )
 
 

@@ -47,6 +47,7 @@ async def list_chunks(
 async def read_history(
     document_id: uuid.UUID, admin: AdminPrincipal, db: DbSession
 ) -> list[StatusEvent]:
-    """The document's ingestion as its row records it: added, the runs that claimed it,
-    where it stands now (admins only)."""
+    """The document's status history, newest first: the latest 50 statuses it entered, each
+    with when and why (added, claimed by an attempt, failed with its error, ready with its
+    chunk count, queued again). Admins only; another tenant's document is 404."""
     return await service.read_history(db, admin, document_id)

@@ -1,4 +1,5 @@
-"""SQL of the admin's document view: a document's chunks in reading order, by keyset."""
+"""SQL of the admin's document view: a document's chunks in reading order, by keyset, and
+its status history, newest first."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import KbChunk, KbDocument
+from app.models import KbChunk, KbDocument, KbDocumentEvent
 
 
 class DocumentChunks:
@@ -32,4 +33,18 @@ class DocumentChunks:
         if after is not None:
             statement = statement.where(KbChunk.ordinal > after)
         statement = statement.order_by(KbChunk.ordinal).limit(limit + 1)
+        return list((await self.db.execute(statement)).scalars())
+
+    async def events(self, document_id: uuid.UUID, limit: int) -> list[KbDocumentEvent]:
+        """The document's latest `limit` status events, newest first (the id breaks a tie
+        of times, which clock_timestamp() makes unlikely)."""
+        statement = (
+            select(KbDocumentEvent)
+            .where(
+                KbDocumentEvent.tenant_id == self.tenant_id,
+                KbDocumentEvent.document_id == document_id,
+            )
+            .order_by(KbDocumentEvent.created_at.desc(), KbDocumentEvent.id.desc())
+            .limit(limit)
+        )
         return list((await self.db.execute(statement)).scalars())

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class ChunkOut(BaseModel):
@@ -26,9 +27,21 @@ class ChunkPage(BaseModel):
 
 
 class StatusEvent(BaseModel):
-    """One step of a document's ingestion, as its row records it."""
+    """One status the document entered: when, which, and why or with what result."""
 
-    at: datetime | None
-    """When; None when the row does not record it (the time a run claimed the document)."""
-    status: str
-    detail: str | None = None
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime = Field(
+        validation_alias=AliasChoices("at", "created_at"), description="When it entered it."
+    )
+    status: Literal["pending", "processing", "ready", "failed"] = Field(
+        description="The status it entered."
+    )
+    detail: str | None = Field(
+        default=None,
+        description=(
+            "The error of a failure, a ready document's chunk count, the attempt that claimed "
+            "it, or why it was queued again; null when there is nothing to add."
+        ),
+        examples=["3 chunks", "attempt 2", "The file is missing."],
+    )

@@ -1,5 +1,5 @@
-"""The admin's document view: chunks paged by ordinal, and the document's ingestion told as
-the steps its row records."""
+"""The admin's document view: chunks paged by ordinal, and the document's status history
+(`kb_document_events`, ADR 0088)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from app.auth.principal import Principal
 from app.core.errors import BadRequest, NotFound
 from app.kb_inspect.repository import DocumentChunks
 from app.kb_inspect.schemas import ChunkOut, ChunkPage, StatusEvent
-from app.models import KbDocument
 
 ORDINAL_CURSOR_FORM = r"[0-9]{1,9}"
+HISTORY_LIMIT = 50
+"""Events shown: a document re-queued over and over keeps its whole history in the table,
+the page shows the latest."""
 _CURSOR = re.compile(ORDINAL_CURSOR_FORM)
 
 
@@ -44,29 +46,12 @@ async def chunks(
     )
 
 
-def history(document: KbDocument) -> list[StatusEvent]:
-    """What the row says happened, oldest first: added, each run that claimed it, where it
-    stands now. The row keeps the latest state only, so this is those facts, not a log of
-    every transition."""
-    events = [StatusEvent(at=document.created_at, status="pending", detail="added")]
-    if document.attempts:
-        runs = "1 run" if document.attempts == 1 else f"{document.attempts} runs"
-        events.append(StatusEvent(at=None, status="processing", detail=f"{runs} claimed it"))
-    if document.status != "pending":
-        detail = document.error
-        if document.status == "ready":
-            detail = f"{document.chunk_count} chunks"
-        elif document.status == "processing":
-            detail = f"{round(document.progress * 100)} % done"
-        events.append(StatusEvent(at=document.updated_at, status=document.status, detail=detail))
-    return events
-
-
 async def read_history(
     db: AsyncSession, admin: Principal, document_id: uuid.UUID
 ) -> list[StatusEvent]:
-    """The document's ingestion steps; 404 when the tenant has no such document."""
-    document = await DocumentChunks(db, admin.tenant_id).document(document_id)
-    if document is None:
+    """The document's latest `HISTORY_LIMIT` status events, newest first; 404 when the
+    tenant has no such document."""
+    store = DocumentChunks(db, admin.tenant_id)
+    if await store.document(document_id) is None:
         raise NotFound("No such document.", code="document_not_found")
-    return history(document)
+    return [StatusEvent.model_validate(e) for e in await store.events(document_id, HISTORY_LIMIT)]

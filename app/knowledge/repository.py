@@ -4,13 +4,23 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.downloads import StoredFile
 from app.core.pagination import Cursor
 from app.core.repository import TenantRepository
+from app.ingestion.repository import with_events
 from app.models import KbChunk, KbDocument
+
+
+def _added(row: Any) -> Any:
+    return literal("added")
+
+
+def _uploaded_again(row: Any) -> Any:
+    return literal("uploaded again after failing")
 
 
 class DocumentRepository(TenantRepository[KbDocument]):
@@ -26,13 +36,35 @@ class DocumentRepository(TenantRepository[KbDocument]):
     async def insert_new(self, **values: Any) -> KbDocument | None:
         """The new document, or None when this tenant already has one with the same content
         (one statement: no lookup first, no savepoint for a concurrent upload of the file)."""
-        statement = (
+        write = (
             insert(KbDocument)
             .values(tenant_id=self.tenant_id, **values)
             .on_conflict_do_nothing(index_elements=["tenant_id", "content_hash"])
-            .returning(KbDocument)
         )
+        # Its first event in the same statement: the CTE returns the new row but its file
+        # (deferred: the upload's bytes are not sent back, nor held by the CTE).
+        names = [column.key for column in KbDocument.__table__.c if column.key != "source"]
+        added = with_events(write, _added, names)
+        statement = select(KbDocument).from_statement(added)
         return (await self.db.scalars(statement)).one_or_none()
+
+    async def requeue_failed(self, document: KbDocument) -> None:
+        """Queue a failed document again (uploaded again: try again), with its event."""
+        write = (
+            update(KbDocument)
+            .where(
+                KbDocument.tenant_id == self.tenant_id,
+                KbDocument.id == document.id,
+                KbDocument.status == "failed",
+            )
+            .values(status="pending", error=None, progress=0.0)
+        )
+        statement = with_events(write, _uploaded_again, ("id",))
+        written = await self.db.scalar(statement.execution_options(synchronize_session=False))
+        if written is None:  # no longer failed: another upload queued it first
+            return
+        for name, value in (("status", "pending"), ("error", None), ("progress", 0.0)):
+            set_committed_value(document, name, value)
 
     async def original(self, doc_id: uuid.UUID, *, ready_only: bool) -> StoredFile | None:
         """The document's stored file, name and type (`ready_only`: None unless it is ready,

@@ -54,7 +54,7 @@ async def add_document(
         if existing is None:
             continue
         if existing.status == "failed" and enqueue:  # uploading it again means: try again
-            existing.status, existing.error, existing.progress = "pending", None, 0.0
+            await documents.requeue_failed(existing)
             enqueue_after_commit(db, ingest_job("kb", tenant_id, existing.id))
         return existing, True
     else:

@@ -14,6 +14,7 @@ from app.models.kb_chunk import KbChunk
 from app.models.kb_collection import KbCollection
 from app.models.kb_collection_group import KbCollectionGroup
 from app.models.kb_document import KbDocument
+from app.models.kb_document_event import KbDocumentEvent
 from app.models.kb_term_stats import KbCorpusStats, KbTermPosting, KbTermStats
 from app.models.query_history import QueryHistory
 from app.models.refresh_token_family import RefreshTokenFamily
@@ -38,6 +39,7 @@ TENANT_OWNED_TABLES = (
     "session_attachments",
     "kb_documents",
     "kb_chunks",
+    "kb_document_events",
     "audit_log",
     "refresh_token_families",
     "refresh_token_uses",
@@ -72,6 +74,7 @@ __all__ = [
     "KbCollectionGroup",
     "KbCorpusStats",
     "KbDocument",
+    "KbDocumentEvent",
     "KbTermPosting",
     "KbTermStats",
     "QueryHistory",

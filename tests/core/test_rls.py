@@ -53,6 +53,8 @@ ROWS_FOR_EVERY_TABLE = [
     "INSERT INTO kb_documents (tenant_id, id, title, content_hash) VALUES (:t, :d, 'doc', 'h')",
     "INSERT INTO kb_chunks (tenant_id, id, document_id, ordinal, text, token_count) "
     "VALUES (:t, gen_random_uuid(), :d, 0, 'chunk', 1)",
+    "INSERT INTO kb_document_events (tenant_id, id, document_id, status) "
+    "VALUES (:t, gen_random_uuid(), :d, 'pending')",
     "INSERT INTO audit_log (tenant_id, actor_user_id, action) VALUES (:t, :u, 'read')",
     # The kb_documents row above made the tenant's default collection (migration 0031).
     "INSERT INTO groups (tenant_id, id, name) VALUES (:t, :g, 'staff')",

@@ -1,6 +1,6 @@
 """GET /kb/documents/{id}/chunks and /history: an admin reads a document's chunks in
-reading order, page by page, and its ingestion steps; another tenant's document is 404,
-members are refused."""
+reading order, page by page, and its status history (newest first); another tenant's
+document is 404, members are refused."""
 
 from __future__ import annotations
 
@@ -55,9 +55,16 @@ async def test_an_admin_pages_through_a_documents_chunks_and_reads_its_history(
 
     history = await client.get(f"/kb/documents/{doc_id}/history", headers=admin.headers)
     assert history.status_code == 200
-    steps = [(e["status"], e["detail"]) for e in history.json()]
-    assert steps[0] == ("pending", "added")
-    assert steps[-1] == ("ready", f"{document['chunk_count']} chunks")
+    events = history.json()
+    steps = [(e["status"], e["detail"]) for e in events]
+    # Newest first: the statuses it entered, as its ingestion wrote them.
+    assert steps == [
+        ("ready", f"{document['chunk_count']} chunks"),
+        ("processing", "attempt 1"),
+        ("pending", "added"),
+    ]
+    times = [e["at"] for e in events]
+    assert times == sorted(times, reverse=True)
 
     bad = await client.get(
         f"/kb/documents/{doc_id}/chunks", params={"cursor": "x1"}, headers=admin.headers

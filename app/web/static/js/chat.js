@@ -4,7 +4,7 @@
 
 import { ApiError, api, humanError } from "./api.js";
 import { attachmentsBar } from "./attachments.js";
-import { announce, coversScreen, errorBox, h, mount, trapFocus } from "./dom.js";
+import { announce, countOf, coversScreen, errorBox, h, mount, trapFocus } from "./dom.js";
 import { closePanel, createPanel } from "./panel.js";
 import { scopePicker } from "./scope.js";
 import { sessionList as conversationList } from "./sessions.js";
@@ -499,7 +499,7 @@ function welcome(ask) {
       el.append(h("p", {}, "The knowledge base is empty so far: ask about the documents you attach, or anything at all."));
       return;
     }
-    const count = overview.documents === 1 ? "1 document" : `${overview.documents} documents`;
+    const count = countOf(overview.documents, "document");
     el.append(h("p", {}, `Answers come from the knowledge base, ${count}${overview.documents > overview.topics.length ? ", the newest" : ""}:`));
     const topics = h("ul", { class: "topics" });
     for (const topic of overview.topics) {

@@ -19,6 +19,11 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** "1 chunk", "3 chunks", "0 documents": a count with its noun in the right number. */
+export function countOf(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 export function append(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
@@ -42,10 +47,10 @@ export function announce(text) {
   }, 50);
 }
 
-export function formatDate(iso) {
+export function formatDate(iso, timeStyle = "short") {
   if (!iso) return "";
   const date = new Date(iso);
-  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle });
 }
 
 export function errorBox(message) {

@@ -2,7 +2,7 @@
 // (composition, token budget by source kind, history, truncations, quality, triage,
 // validation) from the turn's context metadata.
 
-import { h } from "./dom.js";
+import { countOf, h } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { originalButton } from "./originals.js";
 import { open } from "./panel.js";
@@ -175,7 +175,7 @@ function listOrNone(values) {
 function searchedWith(retrieval) {
   const queries = (retrieval && retrieval.queries) || [];
   if (!queries.length) return null;
-  const what = (q) => (q.name === "cited" ? `${(q.chunks || []).length} source(s) the last answer cited` : q.text);
+  const what = (q) => (q.name === "cited" ? `${countOf((q.chunks || []).length, "source")} the last answer cited` : q.text);
   return h("ul", {}, queries.map((q) => h("li", {}, `${q.name} (weight ${q.weight}): ${what(q)}`)));
 }
 

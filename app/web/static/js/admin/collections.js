@@ -2,7 +2,7 @@
 // their documents, sizes and chunks; deleting one runs in the background (ADR 0078).
 
 import { api } from "../api.js";
-import { h, mount } from "../dom.js";
+import { countOf, h, mount } from "../dom.js";
 import { confirmAction, frame, statusLine, table, tag } from "./common.js";
 
 function size(bytes) {
@@ -62,7 +62,7 @@ export async function render(main) {
     mount(list, save);
   }
   async function remove(collection) {
-    const sure = await confirmAction({ title: `Delete ${collection.name}?`, message: `Its ${collection.documents} documents, their chunks and vectors are removed. Nobody sees them from now on.`, confirm: "Delete collection" });
+    const sure = await confirmAction({ title: `Delete ${collection.name}?`, message: `Its ${countOf(collection.documents, "document")}, their chunks and vectors are removed. Nobody sees them from now on.`, confirm: "Delete collection" });
     if (!sure) return;
     try {
       await api(`/admin/collections/${collection.id}`, { method: "DELETE" });

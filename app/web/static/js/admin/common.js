@@ -34,7 +34,8 @@ export function table(columns, rows, empty = "Nothing here yet.") {
     h(
       "table",
       {},
-      h("thead", {}, h("tr", {}, columns.map(([label]) => h("th", { scope: "col" }, label)))),
+      // A column of buttons has no visible heading; a screen reader still hears one.
+      h("thead", {}, h("tr", {}, columns.map(([label]) => h("th", { scope: "col" }, label === "" ? h("span", { class: "sr-only" }, "Actions") : label)))),
       h("tbody", {}, rows.map((row) => h("tr", {}, columns.map(([, cell]) => h("td", {}, cell(row)))))),
     ),
   );

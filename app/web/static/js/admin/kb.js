@@ -3,7 +3,7 @@
 // a confirmation, and search over /kb/search with the scores.
 
 import { api } from "../api.js";
-import { h, mount } from "../dom.js";
+import { countOf, h, mount } from "../dom.js";
 import { setMarkdown } from "../markdown.js";
 import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
 import { renderDocument } from "./kb_document.js";
@@ -24,7 +24,7 @@ export async function render(main, key, rest = []) {
         [
           ["Title", (d) => h("a", { href: `#/admin/kb/${d.id}` }, d.title)],
           ["Status", (d) => [tag(d.status), d.status === "failed" && d.error ? h("div", { class: "error" }, d.error) : null]],
-          ["Progress", (d) => (d.status === "ready" ? `${d.chunk_count} chunks` : h("progress", { max: "1", value: d.progress || 0 }))],
+          ["Progress", (d) => (d.status === "ready" ? countOf(d.chunk_count, "chunk") : h("progress", { max: "1", value: d.progress || 0 }))],
           ["Added", (d) => when(d.created_at)],
           ["", (d) => h("button", { type: "button", class: "secondary danger", onclick: () => remove(d) }, "Delete")],
         ],

@@ -1,27 +1,41 @@
-// One knowledge-base document: what it is, its ingestion step by step, its chunks in
-// reading order (paged), and delete behind a confirmation.
+// One knowledge-base document: what it is, its status history (newest first, ADR 0088),
+// its chunks in reading order (paged), and delete behind a confirmation.
 
 import { api } from "../api.js";
-import { h, mount } from "../dom.js";
+import { countOf, formatDate, h, mount } from "../dom.js";
 import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
+
+/** An ingestion fact as words: a count by kind ({EMAIL: 2}) as "EMAIL: 2", none as "none"
+ * (String() of an object read "[object Object]"). */
+function fact(value) {
+  if (value === null || typeof value !== "object") return String(value);
+  const entries = Object.entries(value);
+  return entries.length ? entries.map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ") : "none";
+}
 
 export async function renderDocument(main, id) {
   const status = statusLine();
-  const [doc, steps] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`)]);
+  const [doc, events] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`)]);
   const facts = [
     ["Status", [tag(doc.status), doc.error ? h("span", { class: "error" }, ` ${doc.error}`) : null]],
     ["File", doc.filename || "— (added as text)"],
     ["Type", doc.content_type || "—"],
-    ["Size", `${doc.size_bytes} bytes`],
+    ["Size", countOf(doc.size_bytes, "byte")],
     ["Chunks", String(doc.chunk_count)],
     ["Added", when(doc.created_at)],
     ["Last change", when(doc.updated_at)],
   ];
-  for (const [key, value] of Object.entries(doc.ingestion || {})) facts.push([key.replaceAll("_", " "), String(value)]);
-  const history = h(
-    "ol",
-    { class: "history" },
-    steps.map((step) => h("li", {}, tag(step.status), " ", step.detail || "", step.at ? h("span", { class: "muted" }, ` — ${when(step.at)}`) : null)),
+  for (const [key, value] of Object.entries(doc.ingestion || {})) facts.push([key.replaceAll("_", " "), fact(value)]);
+  // Newest first, the latest 50 (the API's bound): what happened last is read first.
+  const history = table(
+    [
+      // To the second: an ingestion's steps are seconds apart.
+      ["Time", (e) => h("time", { datetime: e.at }, formatDate(e.at, "medium"))],
+      ["Status", (e) => tag(e.status)],
+      ["Detail", (e) => (e.detail ? h("span", { class: e.status === "failed" ? "error" : null }, e.detail) : "—")],
+    ],
+    events,
+    "No status recorded yet.",
   );
   const chunks = h("div");
   const paging = pager(
@@ -63,7 +77,7 @@ export async function renderDocument(main, id) {
     h("p", {}, h("a", { href: "#/admin/kb" }, "← All documents")),
     status.el,
     h("section", { class: "card build", "aria-labelledby": "doc-facts" }, h("h2", { id: "doc-facts" }, "Document"), h("dl", {}, facts.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])), remove),
-    h("section", { class: "card", "aria-labelledby": "doc-history" }, h("h2", { id: "doc-history" }, "Status history"), history),
+    h("section", { class: "card", "aria-labelledby": "doc-history" }, h("h2", { id: "doc-history" }, "Status history"), h("p", { class: "muted" }, "Newest first; the latest 50 changes."), history),
     h("section", { class: "card", "aria-labelledby": "doc-chunks" }, h("h2", { id: "doc-chunks" }, "Chunks"), chunks, paging.el),
   );
   await paging.reset();

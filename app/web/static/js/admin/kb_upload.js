@@ -3,7 +3,7 @@
 // none), then for its ingestion (the document's own `progress`, polled), and how it ended.
 
 import { ApiError, api, authHeaders, humanError } from "../api.js";
-import { h } from "../dom.js";
+import { countOf, h } from "../dom.js";
 
 const TYPES = ".pdf,.txt,.md,.markdown,.docx,.docm,.pptx,.xlsx,.xlsm,.csv,.html,.htm,.epub,.eml,.json,.odt,text/plain,text/markdown,text/html,text/csv,application/json,application/pdf";
 const AT_ONCE = 2; // uploads in flight together: more only queue behind the same link
@@ -82,7 +82,7 @@ export function uploadCard(changed) {
       while (Date.now() < until) {
         const doc = await api(`/kb/documents/${accepted.id}`);
         if (doc.status === "ready") {
-          view.set(`Ready — ${doc.chunk_count === 1 ? "1 chunk" : `${doc.chunk_count} chunks`}`, 1, "ready");
+          view.set(`Ready — ${countOf(doc.chunk_count, "chunk")}`, 1, "ready");
           changed();
           return;
         }
