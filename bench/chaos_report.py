@@ -74,8 +74,9 @@ class PhaseReport:
     logged: Counter[str] = field(default_factory=Counter)
     """Warnings and errors the API processes logged during the phase, by message."""
     two_answers: int = 0
-    """Keys answered with two turns, or one turn two ways: by the stream, a replay with the
-    same key after the phase, and the rows (a failed turn releases its key: not counted)."""
+    """Keys answered with two turns, or one turn two ways, among the stream's `done`, a
+    replay's with the same key after the phase, and the rows (a failed turn released its key:
+    not counted)."""
     unanswered_replays: int = 0
     resumes_404: int = 0
     told_vs_stored: int = 0
@@ -167,13 +168,15 @@ def tally(
 
 
 def _answers(r: StreamResult, replay: StreamResult, stored: dict[str, str]) -> int:
-    """How many ways the key was answered: its turns told (stream, replay) or stored (a failed
-    one aside), and one more when the stream and the replay told one turn differently."""
-    turns = r.done_turn_ids | replay.done_turn_ids
-    turns |= {turn for turn, status in stored.items() if status != "failed"}
-    same_turn = r.done_turn_ids == replay.done_turn_ids
-    differ = same_turn and r.done_status != replay.done_status and replay.terminal == "done"
-    return len(turns) + differ
+    """How many ways the key was answered: the (turn, status) its stream and its replay were
+    told in `done`, and its rows hold (a failed turn released its key: not one)."""
+    ways = {
+        (turn, status) for turn, status in stored.items() if status not in ("failed", "pending")
+    }
+    for told in (r, replay):
+        if told.terminal == "done":
+            ways |= {(turn, str(told.done_status)) for turn in told.done_turn_ids}
+    return len(ways)
 
 
 def _told_otherwise(r: StreamResult, stored: dict[str, str]) -> bool:
