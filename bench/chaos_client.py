@@ -4,7 +4,9 @@ It posts `/chat/stream` with its own Idempotency-Key and reads the Server-Sent E
 the connection breaks before a terminal event (`done` or `error`), it resumes with
 `GET /chat/{turn_id}/stream` and `Last-Event-ID` on the other API process; when it has no turn
 id yet, or the stream cannot be resumed (404), it posts the same request again with the same
-key. 429 and 5xx answers are retried with backoff. Attempts and time are both bounded.
+key. 429 and 5xx answers are retried with backoff, and so is an `error` event without an
+`id:` (`too_many_streams`, `resume_unavailable`, `server_shutdown`: the server says resuming
+from the same Last-Event-ID misses nothing). Attempts and time are both bounded.
 
 A `Script` adds what some phases' clients do on seeing the answer's last word: press Stop a
 random 0..`stop_within` s later (racing the final write), or drop the connection and resume
@@ -81,6 +83,8 @@ class _Attempt:
     last_event_id: int = 0
     events: int = 0
     last_word: bool = False
+    transient: str | None = None
+    """The code of an `error` event without an id: resume, it is not the stream's end."""
 
 
 def _error_code(body: bytes) -> str | None:
@@ -105,7 +109,7 @@ async def _read_events(
         if line == "":
             if data:
                 _on_event(result, attempt, name, data, event_id)
-                if result.terminal is not None:
+                if result.terminal is not None or attempt.transient is not None:
                     return
                 if attempt.last_word and on_last_word():
                     return
@@ -140,6 +144,8 @@ def _on_event(
         result.terminal = "done"
         result.done_status = str(payload.get("status"))
         result.done_turn_ids.add(str(payload.get("turn_id")))
+    elif name == "error" and event_id is None:
+        attempt.transient = str(payload.get("code"))
     elif name == "error":
         result.terminal = "error"
         result.error_code = str(payload.get("code"))
@@ -214,6 +220,9 @@ async def run_client(
                         await _read_events(response, result, attempt, on_last_word)
                         if result.terminal is None and result.dropped and not dropped:
                             result.breaks.append("dropped by the client")
+                        elif attempt.transient is not None:
+                            result.breaks.append(f"error {attempt.transient} (no id)")
+                            attempt.transient = None
                         elif result.terminal is None:
                             result.breaks.append("ended without a terminal event")
         except TimeoutError:
