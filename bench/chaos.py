@@ -60,16 +60,16 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 
 from bench import chaos_faults as faults
 from bench.chaos_client import Script, StreamResult, run_client
-from bench.chaos_report import PhaseReport, Probes, Row, Rss, print_reports, tally
+from bench.chaos_report import PhaseReport, Row, print_reports, tally
 from bench.chaos_stack import EXIT_SECONDS, READY_SECONDS, Stack
 from bench.chat_overhead import PASSWORD
 
@@ -141,20 +141,6 @@ def _settings(phase: str, options: Options) -> dict[str, str]:
             "THREADLINE_DB_MAX_OVERFLOW": "0",
         }
     return {}
-
-
-@dataclass
-class Side:
-    """What a phase measured beside its clients."""
-
-    probes: Probes | None = None
-    rss: Rss | None = None
-    evicted: int | None = None
-    slow_read: list[int] | None = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    def run(self, work: Coroutine[Any, Any, None]) -> None:
-        self.tasks.append(asyncio.create_task(work))
 
 
 def _inject(stack: Stack, phase: str, options: Options) -> None:
@@ -247,52 +233,16 @@ def _message(index: int) -> str:
     return f"What do the onboarding notes say about step {index}?"
 
 
-def _run_side(
-    stack: Stack,
-    phase: str,
-    side: Side,
-    token: str,
-    slow: list[str],
-    ended: asyncio.Event,
-    options: Options,
-) -> None:
-    """What runs beside the clients from their start: /readyz bursts, slow readers."""
-    if phase == "pool":
-
-        async def probe() -> None:
-            side.probes = await faults.probe_readyz(stack.bases, ended)
-
-        side.run(probe())
-    if slow:
-
-        async def read_slowly() -> None:
-            side.slow_read = await faults.slow_readers(stack, token, slow, options.client_timeout)
-
-        side.run(read_slowly())
-
-
-def _evict(stack: Stack, side: Side, ended: asyncio.Event) -> None:
-    """Redis made to evict until the clients end, and uncapped then."""
-
-    async def evict() -> None:
-        try:
-            side.evicted = await faults.fill_redis(stack.redis_url, ended)
-        finally:
-            await faults.unfill_redis(stack.redis_url)
-
-    side.run(evict())
-
-
 async def _drive(
     stack: Stack, name: str, options: Options
-) -> tuple[list[StreamResult], float, Side]:
+) -> tuple[list[StreamResult], float, faults.Side]:
     phase = PHASES.get(name, Phase())
     slow = options.streams // SLOW_READER_SHARE if name == "slow-readers" else 0
     limits = httpx.Limits(
         max_connections=options.streams * 2 + slow + 40, max_keepalive_connections=0
     )
     timeout = httpx.Timeout(30.0, connect=5.0)
-    side, ended = Side(), asyncio.Event()
+    side, ended = faults.Side(), asyncio.Event()
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         sessions = await _setup(client, stack.bases, options.streams + slow)
         token = client.headers["Authorization"].removeprefix("Bearer ")
@@ -319,11 +269,12 @@ async def _drive(
             )
             for i, r in enumerate(results)
         ]
-        _run_side(stack, name, side, token, sessions[options.streams :], ended, options)
+        slow_sessions = sessions[options.streams :]
+        faults.alongside(stack, name, side, token, slow_sessions, ended, options.client_timeout)
         await _mid_answer(results, options.fault_after)
         fault_at = time.monotonic() - started
         if name == "eviction":
-            _evict(stack, side, ended)
+            faults.evict(stack, side, ended)
         if name in FAULTS:
             await asyncio.to_thread(_inject, stack, name, options)
         _, late = await asyncio.wait(tasks, timeout=options.client_timeout + 30)

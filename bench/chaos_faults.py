@@ -10,6 +10,9 @@ import asyncio
 import contextlib
 import signal
 import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import psutil
@@ -139,6 +142,56 @@ async def slow_readers(stack: Stack, token: str, sessions: list[str], seconds: f
     stop.set()
     await asyncio.gather(*late)
     return [task.result() for task in readers]
+
+
+@dataclass
+class Side:
+    """What a phase measured beside its clients."""
+
+    probes: Probes | None = None
+    rss: Rss | None = None
+    evicted: int | None = None
+    slow_read: list[int] | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def run(self, work: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.create_task(work))
+
+
+def alongside(
+    stack: Stack,
+    phase: str,
+    side: Side,
+    token: str,
+    slow: list[str],
+    ended: asyncio.Event,
+    seconds: float,
+) -> None:
+    """What runs beside the clients from their start: /readyz bursts, slow readers."""
+    if phase == "pool":
+
+        async def probe() -> None:
+            side.probes = await probe_readyz(stack.bases, ended)
+
+        side.run(probe())
+    if slow:
+
+        async def read_slowly() -> None:
+            side.slow_read = await slow_readers(stack, token, slow, seconds)
+
+        side.run(read_slowly())
+
+
+def evict(stack: Stack, side: Side, ended: asyncio.Event) -> None:
+    """Redis made to evict until the clients end, and uncapped then."""
+
+    async def fill() -> None:
+        try:
+            side.evicted = await fill_redis(stack.redis_url, ended)
+        finally:
+            await unfill_redis(stack.redis_url)
+
+    side.run(fill())
 
 
 class RssWatch:
