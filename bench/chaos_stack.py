@@ -27,7 +27,7 @@ import httpx
 from bench.chat_overhead import JWT_SECRET, UNLIMITED, _prepare
 from bench.common import ROOT, free_port
 
-READY_SECONDS = 60.0
+READY_SECONDS = 180.0  # a loaded 2-core machine starts a process in 60-90 s
 EXIT_SECONDS = 30.0
 LOUD_LEVELS = ("warning", "error", "critical")
 
@@ -113,9 +113,10 @@ class Postgres:
         pg_ctl = create_command_function("pg_ctl")
         pg_ctl(args, pgdata=self.server.pgdata, user=self.server.system_user, timeout=90)
 
-    def stop(self) -> None:
-        """A fast shutdown: open connections are closed, in-flight transactions abort."""
-        self._pg_ctl(["-w", "-m", "fast", "stop"])
+    def stop(self, mode: str = "fast") -> None:
+        """`fast`: open connections are closed, in-flight transactions abort; `immediate`: as
+        a crash (no checkpoint, recovery at the next start)."""
+        self._pg_ctl(["-w", "-m", mode, "stop"])
 
     def start(self) -> None:
         # The same options pgserver starts it with: no TCP, the same socket directory.
@@ -143,7 +144,16 @@ class Postgres:
 class Stack:
     """PostgreSQL, Redis, the fake model and two API processes, all on loopback."""
 
-    def __init__(self, tokens: int, interval: float, keep_logs: Path | None) -> None:
+    def __init__(
+        self,
+        tokens: int,
+        interval: float,
+        keep_logs: Path | None,
+        redis_port: int = 0,
+        http_port_base: int = 0,
+    ) -> None:
+        """`redis_port` and `http_port_base` (the APIs on it and the next one, the model on
+        the one after): 0 for free ports the kernel picks."""
         self.root = Path(tempfile.mkdtemp(prefix="tl-chaos-"))
         self.logs = keep_logs or self.root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -152,7 +162,12 @@ class Stack:
         self._closed = False
         atexit.register(self.close)
         base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.redis_port = free_port()
+        self.redis_port = redis_port or free_port()
+        self._http_ports = (
+            [http_port_base + i for i in range(3)]
+            if http_port_base
+            else [free_port() for _ in range(3)]
+        )
         self.redis = Child(
             "redis",
             [
@@ -171,7 +186,7 @@ class Stack:
             self.logs / "redis.log",
             base_env,
         )
-        self.model_port = free_port()
+        self.model_port = self._http_ports[2]
         self.model = Child(
             "model",
             [
@@ -192,6 +207,7 @@ class Stack:
         self.apis: list[Child] = []
         self.bases: list[str] = []
         self.base_env = base_env
+        self.api_env: dict[str, str] = {}
 
     def start(self) -> None:
         self.postgres = Postgres(self.root)
@@ -203,10 +219,10 @@ class Stack:
         ):
             raise RuntimeError(f"redis or the fake model did not start; see {self.logs}")
         asyncio.run(_prepare(self.postgres.url))
-        env = {
+        self.api_env = env = {
             **self.base_env,
             "DATABASE_URL": self.postgres.url,
-            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "REDIS_URL": self.redis_url,
             "CELERY_BROKER_URL": "",
             "THREADLINE_ENV": "development",
             "THREADLINE_DATA_DIR": str(self.root / "data"),
@@ -218,8 +234,7 @@ class Stack:
             **UNLIMITED,
         }
         threadline = str(Path(sys.executable).parent / "threadline")
-        for name in ("api-a", "api-b"):
-            port = free_port()
+        for name, port in zip(("api-a", "api-b"), self._http_ports, strict=False):
             api = Child(
                 name,
                 [threadline, "serve", "--host", "127.0.0.1", "--port", str(port)],
@@ -255,6 +270,18 @@ class Stack:
         api.stop()
         api.start()
         return self.wait_ready(index)
+
+    def restart_apis(self, settings: dict[str, str]) -> None:
+        """Both API processes again, with `settings` over the stack's environment (none: back
+        to it)."""
+        for index, api in enumerate(self.apis):
+            api.env = {**self.api_env, **settings}
+            if not self.restart_api(index):
+                print(f"  ({api.name} not ready after {READY_SECONDS:.0f} s: going on)")
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def log_marks(self) -> dict[Path, int]:
         """Where the API processes' logs end now (see `log_messages`)."""

@@ -33,13 +33,11 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -47,77 +45,13 @@ import psutil
 
 from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _prepare
 from bench.common import ROOT, bench_database, free_port
+from bench.slow_reading import Rss, sample, slow_reader
 
 KIB, MIB = 1024, 1024 * 1024
-SAMPLE_EVERY = 0.25
 AFTER_SECONDS = (5.0, 20.0)
 NORMAL_CLIENTS = 3
 READY_SECONDS = 90.0
 NO_DISK = ("--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-
-
-@dataclass
-class Rss:
-    """The server's resident memory, sampled in the background."""
-
-    process: psutil.Process
-    samples: list[tuple[float, int]] = field(default_factory=list)
-
-    def now(self) -> int:
-        rss = int(self.process.memory_info().rss)
-        self.samples.append((time.monotonic(), rss))
-        return rss
-
-    def peak_since(self, since: float) -> int:
-        return max((rss for at, rss in self.samples if at >= since), default=0)
-
-
-async def _sample(rss: Rss, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        rss.now()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), SAMPLE_EVERY)
-
-
-def _request(port: int, token: str, session_id: str) -> bytes:
-    body = f'{{"session_id":"{session_id}","message":"Tell me everything, slowly."}}'.encode()
-    head = (
-        f"POST /chat/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-async def _slow_reader(
-    port: int, token: str, session_id: str, args: argparse.Namespace, stop: asyncio.Event
-) -> int:
-    """Start a turn and read it `args.rate` bytes a second off a small receive buffer until
-    `stop`; then close abruptly. Returns the bytes read."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # Before connect, so the window the server sees is small from the start.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
-    sock.setblocking(False)
-    received = 0
-    try:
-        await loop.sock_connect(sock, ("127.0.0.1", port))
-        await loop.sock_sendall(sock, _request(port, token, session_id))
-        step = max(1, args.rate // 8)
-        while not stop.is_set():
-            chunk = await asyncio.wait_for(loop.sock_recv(sock, step), 30)
-            if not chunk:
-                break
-            received += len(chunk)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), step / args.rate)
-    except (OSError, TimeoutError):
-        pass
-    finally:
-        # An abrupt close (RST): what a phone that lost its network looks like to the server.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        sock.close()
-    return received
 
 
 async def _first_token(client: httpx.AsyncClient, session_id: str) -> float:
@@ -175,10 +109,10 @@ async def _bench(base: str, port: int, args: argparse.Namespace, rss: Rss) -> No
         before = rss.now()
 
         stop_sampling, stop_reading = asyncio.Event(), asyncio.Event()
-        sampling = asyncio.create_task(_sample(rss, stop_sampling))
+        sampling = asyncio.create_task(sample(rss, stop_sampling))
         started = time.monotonic()
         readers = [
-            asyncio.create_task(_slow_reader(port, token, s, args, stop_reading))
+            asyncio.create_task(slow_reader(port, token, s, args.rate, args.rcvbuf, stop_reading))
             for s in slow_sessions
         ]
         # Every slow client's answer is written (the model is far faster than they read);
@@ -236,7 +170,7 @@ def _malloc_trim(rss: Rss) -> int | None:
     if gdb is None:
         return None
     subprocess.run(
-        [gdb, "-p", str(rss.process.pid), "-batch", "-ex", "call (int) malloc_trim(0)"],
+        [gdb, "-p", str(rss.processes[0].pid), "-batch", "-ex", "call (int) malloc_trim(0)"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         timeout=120,
@@ -340,7 +274,7 @@ def main() -> None:
             processes.append(api)
             base = f"http://127.0.0.1:{api_port}"
             _wait_ready(base, api, root / "api.log")
-            asyncio.run(_bench(base, api_port, args, Rss(psutil.Process(api.pid))))
+            asyncio.run(_bench(base, api_port, args, Rss([psutil.Process(api.pid)])))
             _stop(api)
     finally:
         for process in reversed(processes):
