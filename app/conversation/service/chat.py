@@ -176,9 +176,22 @@ class ChatService:
                 raise
             metrics.STREAMS_STARTED.labels(kind="stored").inc()
             return stored
+        if await self._events_evicted(turn_id):  # its owner key kept: a key of its own
+            stored = await self._stored_stream(principal, turn_id, after)
+            if stored is not None:
+                metrics.STREAMS_STARTED.labels(kind="stored").inc()
+                return stored
         await self.guards.follows.admit(principal.user_id, turn_id)
         metrics.STREAMS_STARTED.labels(kind="resumed").inc()
         return self._follow(principal, turn_id, after)
+
+    async def _events_evicted(self, turn_id: uuid.UUID) -> bool:
+        """Whether the turn's buffer holds no event (evicted, or none written yet: a running
+        turn's row tells which, and is followed live)."""
+        try:
+            return await self.guards.streams.buffer.last_event(turn_id) is None
+        except Exception:  # Redis failing now: following it says so
+            return False
 
     async def _stored_stream(
         self, principal: Principal, turn_id: uuid.UUID, after: int
