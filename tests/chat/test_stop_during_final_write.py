@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation.pipeline import runner as runner_module
 from app.conversation.repository import TurnRepository
 from app.core.db import scope_to_tenant
 from app.models import QueryHistory
@@ -44,8 +46,8 @@ def _hold_persist_after_its_commit(
         return await original_complete(self, *args, **kwargs)
 
     @asynccontextmanager
-    async def transaction(tenant_id: Any) -> AsyncIterator[AsyncSession]:
-        async with original_transaction(tenant_id) as db:
+    async def transaction(tenant_id: Any, narrowed_to: Any = None) -> AsyncIterator[AsyncSession]:
+        async with original_transaction(tenant_id, narrowed_to) as db:
             yield db
         if db.info.get("completing"):
             committed.set()
@@ -99,4 +101,48 @@ async def test_a_stop_during_the_final_write_reports_what_the_row_says(
     assert replayed.status_code == 200, replayed.text
     again = parse_sse(replayed.text)[0][-1]
     assert again.name == "done"
+    assert (again.data["status"], again.data["answer"]) == (row.status, row.answer)
+
+
+async def test_a_stop_right_after_persist_returned_reports_what_the_row_says(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    db: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop lands after persist returned (its commit done, its timing recorded) and
+    before its update reached the runner: bench.chaos's stop phase told 5 of 40 such turns
+    `incomplete` while their rows said `complete`, and their retries repeated it."""
+    tenant, _user, chat, owner = await make_chatter(client, db)
+    use_model(app, ScriptedChatModel(reply=lambda _: ANSWER))
+    runs = app.state.resources.guards.streams.runs
+
+    class StopsWhenPersistReturns(dict[str, float]):
+        """The run's node timings: persist's is written as persist returns; the run is
+        stopped right then, as a Stop arriving at that moment would."""
+
+        def __setitem__(self, node: str, ms: float) -> None:
+            super().__setitem__(node, ms)
+            if node == "persist":
+                for run in list(runs.values()):
+                    run.stop()
+
+    @dataclass
+    class Progress(runner_module._Progress):
+        node_ms: dict[str, float] = field(default_factory=StopsWhenPersistReturns)
+
+    monkeypatch.setattr(runner_module, "_Progress", Progress)
+    headers = {**owner.headers, "Idempotency-Key": "stop-after-persist-returned"}
+    body = {"session_id": str(chat.id), "message": "what is the refund policy?"}
+
+    raw, _ = await asyncio.wait_for(stream_until(app, headers, body, lambda _: False), 20)
+    events, _ = parse_sse(raw.decode())
+    done = events[-1]
+    assert done.name == "done"
+    row = await _row(db, tenant.id, str(done.data["turn_id"]))
+    assert row.status == "complete"
+    assert (done.data["status"], done.data["answer"]) == (row.status, row.answer)
+    replayed = await client.post("/chat/stream", json=body, headers=headers)
+    assert replayed.status_code == 200, replayed.text
+    again = parse_sse(replayed.text)[0][-1]
     assert (again.data["status"], again.data["answer"]) == (row.status, row.answer)

@@ -210,9 +210,11 @@ class TurnRunner:
                         stored = stored or event.name == "done"
                         yield event
         except asyncio.CancelledError:
-            if not stored and "persist" not in progress.node_ms:  # else: stored complete
-                # persist's commit may have landed as the cancellation did: then the row, not
-                # this ending, is the outcome (turn.ending.stored).
+            if not stored:
+                # persist's commit may have landed as the cancellation did (before or after
+                # persist returned): the finish then writes nothing, reads the row back, and
+                # the row, not this ending, is what the stopped stream tells
+                # (turn.ending.stored).
                 await self._finish_in_background(turn, "incomplete", progress)
             raise
         except Exception as exc:
