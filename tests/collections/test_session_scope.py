@@ -137,3 +137,43 @@ async def test_a_session_cannot_be_scoped_to_a_collection_its_user_may_not_see(
     assert [c["name"] for c in picker.json()["items"]] == ["General"]
     picker = await client.get("/collections", headers=member.headers)
     assert sorted(c["name"] for c in picker.json()["items"]) == ["Board room", "General"]
+
+
+async def test_a_scope_with_nothing_in_it_is_recorded_and_leaves_others_their_documents(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """A session scoped to an empty collection has nothing to search: its turn says so in
+    its manifest (the scope included), and another user's turn right after it still
+    searches the tenant's documents (whether a knowledge base has documents is cached per
+    set of visible collections, never one user's answer for another's)."""
+    world = await make_world(client, db)
+    admin, outsider = world.callers["admin"], world.callers["non_member"]
+    empty = await client.post(
+        "/admin/collections", json={"name": "Empty", "visibility": "tenant"}, headers=admin.headers
+    )
+    assert empty.status_code == 201, empty.text
+    scoped = await new_session(client, outsider)
+    patched = await client.patch(
+        f"/sessions/{scoped}",
+        json={"collection_ids": [empty.json()["id"]]},
+        headers=outsider.headers,
+    )
+    assert patched.status_code == 200, patched.text
+    first = await client.post(
+        "/chat",
+        json={"session_id": scoped, "message": "What does the cafeteria serve?"},
+        headers=outsider.headers,
+    )
+    assert first.status_code == 200, first.text
+    manifest = first.json()["context_metadata"]
+    assert manifest["access"]["scope"] == [empty.json()["id"]]
+    assert first.json()["sources"] == []
+
+    unscoped = await new_session(client, outsider)
+    second = await client.post(
+        "/chat",
+        json={"session_id": unscoped, "message": "What does the cafeteria serve?"},
+        headers=outsider.headers,
+    )
+    assert second.status_code == 200, second.text
+    assert [s["title"] for s in second.json()["sources"]][:1] == ["Cafeteria menu"]

@@ -75,16 +75,17 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
     queries = list(plan["queries"]) or [WeightedQuery("question", state["query"], 1.0)]
     queries = [q for q in queries if q.weight > 0]
     passages: list[PassageData] = []
-    manifest: RetrievalSection | None = None
+    # What the user may see, within the session's scope: read with the turn's request,
+    # never cached beyond it, held by RLS as well as by the search's filters (ADR 0078,
+    # 0086), and in every turn's manifest, searched or not.
+    visible, scope = state["collections"], state["collection_scope"]
+    access = AccessRecord(collections=visible, scope=scope)
+    manifest = RetrievalSection(access=access)
     if guess.composition != "chat" or state["is_follow_up"]:
         ids = turn_ids(state)
         tenant = ids.tenant
         attachments = state["active_attachment_ids"]
         k = ctx.settings.retrieval_k
-        # What the user may see now, within the session's scope: read with the turn's
-        # request, never cached beyond it, and held by RLS as well as by the search's
-        # filters (ADR 0078, 0086).
-        visible, scope = state["collections"], state["collection_scope"]
 
         def narrowed() -> AbstractAsyncContextManager[AsyncSession]:
             return _narrowed(ctx.reads(tenant), visible)
@@ -120,19 +121,15 @@ async def retrieve(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdat
         searched = [RetrievalQuery(name=q.name, text=q.text, weight=q.weight) for q in queries]
         if cited:
             searched.append(RetrievalQuery(name=CITED, chunks=cited, weight=weight))
-        manifest = RetrievalSection(
-            retrieval=RetrievalRecord(queries=searched, contributions=contributions),
-            access=AccessRecord(collections=visible, scope=scope),
-        )
+        record = RetrievalRecord(queries=searched, contributions=contributions)
+        manifest = RetrievalSection(retrieval=record, access=access)
     refined = refine_with_results(guess, (p["kind"] for p in passages))
-    update = TurnUpdate(
+    return TurnUpdate(
         passages=passages,
         query_composition=refined.composition,
         composition_confidence=refined.confidence,
+        context_metadata=manifest,
     )
-    if manifest is not None:
-        update["context_metadata"] = manifest
-    return update
 
 
 @asynccontextmanager
