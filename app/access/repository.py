@@ -122,15 +122,15 @@ async def document_collections(
     from one that was deleted (ADR 0078)."""
     if not document_ids:
         return {}
+    statement = select(KbDocument.id, KbDocument.collection_id).where(
+        KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
+    )
     narrowed = db.info.get(COLLECTIONS)
+    if narrowed is None:  # nothing to lift (a replay's own transaction): one statement
+        return dict((await db.execute(statement)).all())
     await restrict_to_collections(db, None)
     try:
-        rows = await db.execute(
-            select(KbDocument.id, KbDocument.collection_id).where(
-                KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
-            )
-        )
-        return dict(rows.all())
+        return dict((await db.execute(statement)).all())
     finally:
         await set_scope(db, {COLLECTIONS: narrowed})
 
