@@ -148,6 +148,9 @@ async def test_files_go_into_the_collection_picked_and_the_list_names_it(
         await expect(listed).to_contain_text(collection)
         await screenshot(page, "admin-kb-collection-picker")
         assert await audit(page) == []
+        await listed.locator("a").click()  # the document's own view names it too
+        await expect(page.locator("h1")).to_have_text(name)
+        await expect(page.locator("main")).to_contain_text(collection)
         async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
             headers = await api_login(client, world.admin_email)
             documents = await client.get("/kb/documents", params={"limit": 100}, headers=headers)

@@ -7,9 +7,11 @@ import { confirmAction, frame, pager, statusLine, table, tag, when } from "./com
 
 export async function renderDocument(main, id) {
   const status = statusLine();
-  const [doc, steps] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`)]);
+  const [doc, steps, collections] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`), api("/admin/collections")]);
+  const collection = collections.items.find((c) => c.id === doc.collection_id);
   const facts = [
     ["Status", [tag(doc.status), doc.error ? h("span", { class: "error" }, ` ${doc.error}`) : null]],
+    ["Collection", collection ? collection.name : "—"],
     ["File", doc.filename || "— (added as text)"],
     ["Type", doc.content_type || "—"],
     ["Size", `${doc.size_bytes} bytes`],
