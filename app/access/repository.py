@@ -65,6 +65,11 @@ _ENSURE_DEFAULT = text(
     "VALUES (:tenant, gen_random_uuid(), 'General', true) ON CONFLICT DO NOTHING"
 )
 
+# An active collection of the tenant, for a caller that is not narrowed (the CLI's ingest).
+_ACTIVE = text(
+    "SELECT id FROM kb_collections WHERE tenant_id = :tenant AND id = :id AND status = 'active'"
+)
+
 _SESSION_SCOPE = text(
     "SELECT collection_id FROM session_collections "
     "WHERE tenant_id = :tenant AND session_id = :session ORDER BY collection_id"
@@ -117,17 +122,25 @@ async def document_collections(
     from one that was deleted (ADR 0078)."""
     if not document_ids:
         return {}
+    statement = select(KbDocument.id, KbDocument.collection_id).where(
+        KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
+    )
     narrowed = db.info.get(COLLECTIONS)
+    if narrowed is None:  # nothing to lift (a replay's own transaction): one statement
+        return dict((await db.execute(statement)).all())
     await restrict_to_collections(db, None)
     try:
-        rows = await db.execute(
-            select(KbDocument.id, KbDocument.collection_id).where(
-                KbDocument.tenant_id == tenant_id, KbDocument.id.in_(list(document_ids))
-            )
-        )
-        return dict(rows.all())
+        return dict((await db.execute(statement)).all())
     finally:
         await set_scope(db, {COLLECTIONS: narrowed})
+
+
+async def is_active_collection(
+    db: AsyncSession, tenant_id: uuid.UUID, collection_id: uuid.UUID
+) -> bool:
+    """Whether the tenant has this collection, and it is not being deleted."""
+    found = await db.execute(_ACTIVE, {"tenant": tenant_id, "id": collection_id})
+    return found.first() is not None
 
 
 async def ensure_default_collection(db: AsyncSession, tenant_id: uuid.UUID) -> None:

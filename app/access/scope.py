@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.access.repository import (
     as_strings,
     ensure_default_collection,
+    is_active_collection,
     narrow_to_visible,
     record_change,
     replace_session_scope,
@@ -38,6 +39,22 @@ async def restrict_to_user(
             db, tenant_id, user_id, is_admin=is_admin, session_id=session_id
         )
     return visible
+
+
+async def check_collection(
+    db: AsyncSession, tenant_id: uuid.UUID, collection_id: uuid.UUID
+) -> None:
+    """404 `collection_not_found` unless the caller may see this collection and it is active:
+    one of the collections `db` is narrowed to (a request's; another tenant's, a deleted or
+    a deleting one is never among them), or, when `db` is not narrowed (the CLI), an active
+    collection of the tenant. An invisible collection is not named."""
+    narrowed = visible_collections(db)
+    if narrowed is not None:
+        visible = collection_id in narrowed
+    else:
+        visible = await is_active_collection(db, tenant_id, collection_id)
+    if not visible:
+        raise NotFound("No such collection.", code="collection_not_found")
 
 
 async def set_session_scope(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -57,13 +58,18 @@ def files_in(paths: list[Path]) -> list[tuple[Path, str]]:
 
 
 async def ingest_files(
-    settings: Settings, tenant_name: str, files: list[tuple[Path, str]]
+    settings: Settings,
+    tenant_name: str,
+    files: list[tuple[Path, str]],
+    collection_id: uuid.UUID | None = None,
 ) -> dict[str, int]:
-    """Add each file to the tenant's knowledge base and ingest it now, with a progress bar."""
+    """Add each file to the tenant's knowledge base (into `collection_id`, else its default
+    collection) and ingest it now, with a progress bar."""
     from rich.progress import Progress
 
+    from app.access.scope import check_collection
     from app.bootstrap import open_database, open_ingestion
-    from app.core.db import TENANT
+    from app.core.db import TENANT, set_scope
     from app.embeddings.space import keep_recorded_embedder
     from app.ingestion.pipeline import ingest
     from app.ingestion.uploads import from_bytes
@@ -79,6 +85,9 @@ async def ingest_files(
         deps = await open_ingestion(await keep_recorded_embedder(settings, sessions), sessions)
         async with sessions() as db, db.begin():
             tenant = await require_tenant(db, tenant_name)
+            if collection_id is not None:  # refused before any file is read
+                await set_scope(db, {TENANT: tenant.id})
+                await check_collection(db, tenant.id, collection_id)
         with Progress(transient=False) as progress:
             bar = progress.add_task("ingesting", total=len(files))
             limiter = asyncio.Semaphore(INGEST_CONCURRENCY)
@@ -105,6 +114,7 @@ async def ingest_files(
                             metadata={},
                             created_by=None,
                             enqueue=False,
+                            collection_id=collection_id,
                         )
                     if duplicate:
                         counts["duplicate"] += 1
@@ -121,10 +131,14 @@ async def ingest_files(
 def ingest_command(
     tenant: Annotated[str, typer.Option(help="Tenant name.")],
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (PDF, text, Markdown).")],
+    collection_id: Annotated[
+        uuid.UUID | None,
+        typer.Option(help="The collection they go into (default: the tenant's default)."),
+    ] = None,
 ) -> None:
     """Load documents into a tenant's knowledge base, with a progress bar."""
     files = files_in(paths)
-    counts = run(lambda settings: ingest_files(settings, tenant, files))
+    counts = run(lambda settings: ingest_files(settings, tenant, files, collection_id))
     typer.echo(", ".join(f"{n} {k}" for k, n in counts.items()))
     if counts["failed"]:
         raise typer.Exit(1)

@@ -29,6 +29,7 @@ from app.knowledge.deps import KbStatusDep, RetrieverDep
 from app.knowledge.languages.service import checked_language
 from app.knowledge.overview import overview
 from app.knowledge.schemas import (
+    COLLECTION_DESCRIPTION,
     LANGUAGE_SCHEMA,
     DocumentAccepted,
     DocumentOut,
@@ -64,6 +65,11 @@ _BODY = {
                             "(`GET /admin/settings` lists them; 422 otherwise); none: the "
                             "tenant's.",
                         },
+                        "collection_id": {
+                            "type": "string",
+                            "format": "uuid",
+                            "description": COLLECTION_DESCRIPTION,
+                        },
                     },
                 },
                 "encoding": {
@@ -82,7 +88,10 @@ _BODY = {
     response_model=DocumentAccepted,
     status_code=status.HTTP_202_ACCEPTED,
     openapi_extra=_BODY,
-    responses={200: {"model": DocumentAccepted, "description": "Already in the knowledge base"}},
+    responses={
+        200: {"model": DocumentAccepted, "description": "Already in the knowledge base"},
+        **error_responses(404),
+    },
 )
 async def add_document(
     request: Request, admin: AdminPrincipal, db: DbSession, settings: SettingsDep
@@ -101,6 +110,7 @@ async def add_document(
         external_id = external_id if isinstance(external_id, str) else None
         given_language = form.get("language")
         language = given_language if isinstance(given_language, str) and given_language else None
+        collection_id = _collection_id(form.get("collection_id"))
     else:
         try:
             body = TextDocumentIn.model_validate_json(await request.body())
@@ -111,7 +121,7 @@ async def add_document(
             content_type=body.content_type,
         )
         title, external_id, metadata = body.title, body.external_id, body.metadata
-        language = body.language
+        language, collection_id = body.language, body.collection_id
     document, duplicate = await service.add_document(
         db,
         admin.tenant_id,
@@ -121,9 +131,26 @@ async def add_document(
         metadata=metadata,
         created_by=admin.user_id,
         language=await checked_language(db, language) if language else None,
+        collection_id=collection_id,
     )
-    accepted = DocumentAccepted(id=document.id, status=document.status, duplicate=duplicate)
+    accepted = DocumentAccepted(
+        id=document.id,
+        status=document.status,
+        duplicate=duplicate,
+        collection_id=document.collection_id,
+    )
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if duplicate else 202)
+
+
+def _collection_id(raw: object) -> uuid.UUID | None:
+    """The multipart `collection_id`: absent or empty (a picker left at its default) is the
+    default collection; anything but a UUID is 422."""
+    if raw is None or raw == "":
+        return None
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError as exc:
+        raise UnprocessableEntity("`collection_id` must be a collection's id (a UUID).") from exc
 
 
 def _metadata(raw: object) -> JsonObject:

@@ -56,6 +56,12 @@ BUILT_IN_LANGUAGES = [
 """PostgreSQL 18's built-in text-search configurations: what the API documents; the server
 checks against the database's own list (`pg_ts_config`), 422 `unknown_language`."""
 LANGUAGE_SCHEMA: JsonDict = {"enum": list(BUILT_IN_LANGUAGES)}
+COLLECTION_DESCRIPTION = (
+    "The collection the document goes into (`GET /admin/collections` lists them); omitted: "
+    "the tenant's default collection. 404 `collection_not_found`, and nothing stored, for a "
+    "collection the caller may not see, another tenant's, or one deleted or being deleted. "
+    "A duplicate of an existing document stays in that document's collection."
+)
 
 
 class TextDocumentIn(BaseModel):
@@ -78,6 +84,7 @@ class TextDocumentIn(BaseModel):
     )
     """The document's own text-search language (`GET /admin/settings` lists them); none:
     the tenant's."""
+    collection_id: uuid.UUID | None = Field(default=None, description=COLLECTION_DESCRIPTION)
 
 
 class DocumentAccepted(BaseModel):
@@ -86,6 +93,8 @@ class DocumentAccepted(BaseModel):
     id: uuid.UUID
     status: str
     duplicate: bool = False
+    collection_id: uuid.UUID
+    """The collection the document is in (a duplicate stays in its own)."""
 
 
 class DocumentOut(BaseModel):
@@ -103,6 +112,8 @@ class DocumentOut(BaseModel):
     progress: float
     error: str | None
     chunk_count: int
+    collection_id: uuid.UUID
+    """The collection the document is in (who may search it)."""
     language: str | None = None
     """The document's own text-search language; null: the tenant's."""
     metadata: dict[str, Any] = Field(validation_alias="doc_metadata")

@@ -6,6 +6,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.scope import check_collection
 from app.auth.principal import Principal
 from app.core.downloads import StoredFile
 from app.core.errors import Conflict, NotFound
@@ -33,10 +34,18 @@ async def add_document(
     created_by: uuid.UUID | None,
     enqueue: bool = True,
     language: str | None = None,
+    collection_id: uuid.UUID | None = None,
 ) -> tuple[KbDocument, bool]:
     """The new document (queued for ingestion after commit unless `enqueue` is false), or
-    the existing one with the same content in this tenant (`True`: a duplicate).
-    `language`: its own text-search language (checked), else None: the tenant's."""
+    the existing one with the same content in this tenant (`True`: a duplicate, left in its
+    own collection). `language`: its own text-search language (checked), else None: the
+    tenant's. `collection_id`: the collection it goes into, checked before anything is
+    written (404 `collection_not_found` for one the caller may not see); None: the tenant's
+    default (a trigger sets it)."""
+    placed: dict[str, uuid.UUID] = {}
+    if collection_id is not None:
+        await check_collection(db, tenant_id, collection_id)
+        placed["collection_id"] = collection_id
     documents = DocumentRepository(db, tenant_id)
     for _ in range(3):  # the copy that was in the way can be deleted before it is read
         document = await documents.insert_new(
@@ -46,6 +55,7 @@ async def add_document(
             doc_metadata=metadata,
             created_by=created_by,
             language=language,
+            **placed,
             **upload.new_document_columns(),
         )
         if document is not None:

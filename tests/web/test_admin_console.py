@@ -1,7 +1,8 @@
 """The admin console's lists and controls (issue 28, item 2): the role select on the Users
 page shows its whole value at 1440 and 390 px; many files upload at once, by picker or
-drop, each with its own progress and outcome; a document's view shows its chunks (paged)
-and its status history, and deletes it after asking; API keys are paged."""
+drop, each with its own progress and outcome, into the collection picked (ADR 0087); a
+document's view shows its chunks (paged) and its status history, and deletes it after
+asking; API keys are paged."""
 
 from __future__ import annotations
 
@@ -116,6 +117,58 @@ async def test_many_files_upload_at_once_each_with_its_progress_and_outcome(
     dropped = uploads.filter(has_text="dropped.md")
     await expect(dropped).to_have_attribute("data-state", "ready", timeout=30_000)
     await expect(page.locator("tbody a", has_text="Dropped")).to_be_visible()
+
+
+async def test_files_go_into_the_collection_picked_and_the_list_names_it(
+    page: Page, world: World, tmp_path: Path, uploaded: set[str]
+) -> None:
+    collection = f"Board room {uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        created = await client.post(
+            "/admin/collections", json={"name": collection, "visibility": "groups"}, headers=headers
+        )
+        assert created.status_code == 201, created.text
+    collection_id = created.json()["id"]
+    name = f"minutes-{uuid.uuid4().hex[:6]}.md"
+    uploaded.add(name)
+    (tmp_path / name).write_bytes(b"# Minutes\n\nThe board met on a rainy Tuesday.")
+    try:
+        await sign_in(page, world, world.admin_email)
+        await expect(page.locator("#message")).to_be_visible()
+        await page.goto(f"{world.url}/#/admin/kb")
+        picker = page.locator("#kb-collection")
+        await expect(picker).to_have_value(await _default_collection(world))
+        await expect(picker.locator("option:checked")).to_have_text("General")
+        await picker.select_option(label=collection)
+        await page.set_input_files("#kb-files", [str(tmp_path / name)])
+        row = page.locator(".uploads li", has_text=name)
+        await expect(row).to_have_attribute("data-state", "ready", timeout=30_000)
+        listed = page.locator("tbody tr", has_text=name)
+        await expect(listed).to_contain_text(collection)
+        await screenshot(page, "admin-kb-collection-picker")
+        assert await audit(page) == []
+        await listed.locator("a").click()  # the document's own view names it too
+        await expect(page.locator("h1")).to_have_text(name)
+        await expect(page.locator("main")).to_contain_text(collection)
+        async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+            headers = await api_login(client, world.admin_email)
+            documents = await client.get("/kb/documents", params={"limit": 100}, headers=headers)
+        (document,) = [d for d in documents.json()["items"] if d["filename"] == name]
+        assert document["collection_id"] == collection_id
+    finally:
+        await _remove_documents(world, {name})
+        async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+            headers = await api_login(client, world.admin_email)
+            await client.delete(f"/admin/collections/{collection_id}", headers=headers)
+
+
+async def _default_collection(world: World) -> str:
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        listed = await client.get("/admin/collections", headers=headers)
+    (default,) = [c["id"] for c in listed.json()["items"] if c["is_default"]]
+    return str(default)
 
 
 async def test_a_documents_view_shows_its_chunks_and_history_and_deletes_after_asking(

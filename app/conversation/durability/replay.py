@@ -8,9 +8,13 @@ No pooled connection is held while a retry waits: each database read is a short 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from app.access.repository import visible_collection_ids
+from app.access.withhold import cited_documents, withhold_answer
 from app.auth.principal import Principal
 from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
@@ -64,6 +68,39 @@ async def stored_rest(response: ChatResponse, after: int) -> AsyncIterator[bytes
     yield format_event(max(4, after + 1), "done", response.done_event().data())
 
 
+Shown = Callable[[JsonObject], Awaitable[JsonObject]]
+"""A stored answer (or a replayed event's data) as its caller may see it now."""
+
+_WITHHELD_EVENTS = (b"event: sources\n", b"event: done\n")
+
+
+async def withheld_events(events: AsyncIterator[bytes], shown: Shown) -> AsyncIterator[bytes]:
+    """A followed stream with its `sources` and `done` events passed through `shown`: a
+    retry that joins the first request's buffer replays what the caller may still see
+    (ADR 0087). Other events, heartbeats and comments pass as they are."""
+    async for chunk in events:
+        if not any(name in chunk for name in _WITHHELD_EVENTS):
+            yield chunk
+            continue
+        blocks = []
+        for block in chunk.split(b"\n\n"):
+            blocks.append(await _withheld_block(block, shown) if block else block)
+        yield b"\n\n".join(blocks)
+
+
+async def _withheld_block(block: bytes, shown: Shown) -> bytes:
+    lines = block.split(b"\n")
+    if not any(line in (b"event: sources", b"event: done") for line in lines):
+        return block
+    for i, line in enumerate(lines):
+        if line.startswith(b"data: "):
+            data = json.loads(line[6:])
+            after = await shown(data)
+            if after is not data:
+                lines[i] = b"data: " + json.dumps(after, separators=(",", ":")).encode()
+    return b"\n".join(lines)
+
+
 class RetryReplay:
     """What a retry that lost the claim gets (see the module docstring)."""
 
@@ -72,7 +109,32 @@ class RetryReplay:
         self.guards = guards
         self.transactions = transactions
 
-    async def answer(self, principal: Principal, claim: Claim) -> ChatResponse:
+    async def shown(
+        self, principal: Principal, visible: Sequence[uuid.UUID] | None, answer: JsonObject
+    ) -> JsonObject:
+        """A stored answer (a `/chat` response, a stream's `sources` or `done`) with the
+        sources of documents the caller may no longer see withheld, as the turns listing
+        withholds them (ADR 0078, 0087). `visible`: what the request's authentication read;
+        None: read here. No transaction for an answer citing no knowledge-base document."""
+        if not cited_documents([answer, answer.get("context_metadata")]):
+            return answer
+        tenant_id = principal.tenant_id
+        # Not narrowed: the withholding reads which collection each cited document is in,
+        # whoever may see it (ids only), and needs no narrowing lifted for it.
+        async with self.transactions(tenant_id) as db:
+            if visible is None:
+                visible = await visible_collection_ids(
+                    db, tenant_id, principal.user_id, is_admin=principal.is_admin
+                )
+            withheld = await withhold_answer(db, tenant_id, answer, visible)
+        return answer if withheld is answer else dict(withheld)
+
+    async def answer(
+        self,
+        principal: Principal,
+        claim: Claim,
+        visible: Sequence[uuid.UUID] | None = None,
+    ) -> ChatResponse:
         """A retry of a `/chat` request: the first one's answer, once it has one. If the first
         request's process died, its turn is finished here once its lease has expired (and its
         record then holds the partial answer); a turn stored whose answer never reached the
@@ -99,9 +161,14 @@ class RetryReplay:
                 if stored is not None:
                     record = stored
         metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat").inc()
-        return ChatResponse.model_validate(record["response"])
+        return ChatResponse.model_validate(await self.shown(principal, visible, record["response"]))
 
-    async def join(self, principal: Principal, claim: Claim) -> AsyncIterator[bytes] | None:
+    async def join(
+        self,
+        principal: Principal,
+        claim: Claim,
+        visible: Sequence[uuid.UUID] | None = None,
+    ) -> AsyncIterator[bytes] | None:
         """A retried stream: None when the first request's buffer is there to follow; else
         the stored answer as a stream (the buffer has expired). While the first request is
         still being admitted there is no buffer yet: it is waited for as long as a claim may
@@ -117,12 +184,13 @@ class RetryReplay:
                 return None
             except NotFound:
                 if record is not None and record["state"] == "done":
-                    return stored_events(record["response"])
+                    return stored_events(await self.shown(principal, visible, record["response"]))
                 if first_miss:  # the turn may be stored already, its buffer gone
                     first_miss = False
                     stored = await self._recorded_from_row(principal, claim)
                     if stored is not None:
-                        return stored_events(stored["response"])
+                        response = stored["response"]
+                        return stored_events(await self.shown(principal, visible, response))
                 waited = await store.wait_finished(claim, 0)  # one read of the key
                 record = waited.record
                 if waited.state in ("released", "unavailable") or time.monotonic() > deadline:

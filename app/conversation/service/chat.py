@@ -29,7 +29,7 @@ from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
 from app.conversation.durability.idempotency import Claim, IdempotencyStore, fingerprint
 from app.conversation.durability.leases import TurnLeases
-from app.conversation.durability.replay import RetryReplay, stored_rest
+from app.conversation.durability.replay import RetryReplay, stored_rest, withheld_events
 from app.conversation.pipeline.runner import PreparedTurn, TurnRunner
 from app.conversation.repository import TurnRepository
 from app.conversation.service import admission
@@ -41,6 +41,7 @@ from app.conversation.turn.events import DoneEvent
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
 from app.conversation.turn.stored import stored_response
 from app.conversation.turn.types import PublicSource
+from app.core.db import visible_collections
 from app.core.errors import AppError, Conflict, NotFound, ServiceUnavailable
 from app.core.unit_of_work import Transactions, release
 from app.embeddings.base import Embedder, prefetch
@@ -94,9 +95,11 @@ class ChatService:
         claim = await self._claim(principal, key, "/chat", body, turn_id, begun)
         if claim is not None and not claim.won:
             # A retry may wait a whole model call for the first answer: it holds no pooled
-            # connection meanwhile, or a burst of retries starves the pool.
+            # connection meanwhile, or a burst of retries starves the pool. What the caller
+            # may see, authentication read: the replay withholds the rest (ADR 0087).
+            visible = _visible(begun)
             await release(begun)
-            return await self.replay.answer(principal, claim)
+            return await self.replay.answer(principal, claim, visible)
         turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn,
@@ -141,13 +144,16 @@ class ChatService:
         turn_id = uuid.uuid4()
         claim = await self._claim(principal, key, "/chat/stream", body, turn_id, begun)
         if claim is not None and not claim.won:
+            visible = _visible(begun)
             await release(begun)
             metrics.IDEMPOTENT_REPLAYS.labels(endpoint="/chat/stream").inc()
-            stored = await self.replay.join(principal, claim)
+            stored = await self.replay.join(principal, claim, visible)
             if stored is not None:
                 return StartedStream(claim.turn_id, stored)
             await self.guards.follows.admit(principal.user_id, claim.turn_id)
-            return StartedStream(claim.turn_id, self._follow(principal, claim.turn_id, 0))
+            shown = partial(self.replay.shown, principal, visible)
+            followed = withheld_events(self._follow(principal, claim.turn_id, 0), shown)
+            return StartedStream(claim.turn_id, followed)
         turn = await self._admit(principal, body, claim, turn_id, opening, begun)
         run = self.guards.streams.start(
             turn, self.runner.run(turn), buffered=True, finishers=self._finishers(claim)
@@ -357,6 +363,12 @@ class ChatService:
         leases = self.guards.leases
         assert leases is not None, "built in lifespan"
         return leases
+
+
+def _visible(begun: AsyncSession | None) -> list[uuid.UUID] | None:
+    """The collections the request's authentication narrowed `begun` to (None: read them
+    again where they are needed, as for `/v1`, which hands no transaction in)."""
+    return None if begun is None else visible_collections(begun)
 
 
 async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -86,6 +86,12 @@ class ChatRequest(BaseModel):
         return [ChatMessage(role=m.role, content=m.content) for m in self.messages]
 
 
+def _absent(value: object) -> bool:
+    """A source's title, snippet or `withheld` left out of the wire: only a withheld source
+    lacks the first two, and only it says `withheld`."""
+    return value is None or value is False
+
+
 class SourceOut(BaseModel):
     """A cited source as the client sees it (a snippet, not the passage)."""
 
@@ -93,14 +99,20 @@ class SourceOut(BaseModel):
     id: str
     kind: Literal["kb", "attachment", "faq"]
     source_id: str
-    title: str
+    title: str | None = Field(default=None, exclude_if=_absent)
+    """Left out only when `withheld`."""
     score: float
-    snippet: str
+    snippet: str | None = Field(default=None, exclude_if=_absent)
+    """Left out only when `withheld`."""
     cited: bool
     location: Location = Field(default_factory=Location)
     """Where the passage is in its document: `{"page": 12, "page_end": 13, "section":
     "3 Refunds > 3.2 Annual plans"}`, only the keys that apply (also `slide`, `sheet`,
     `rows`, `chapter`); `{}` when unknown (a FAQ, a chunk indexed before locations)."""
+    withheld: bool = Field(default=False, exclude_if=_absent)
+    """Present (true) in a replayed answer (an Idempotency-Key's retry) when the caller may
+    no longer see the source's document: its title and snippet are left out, as in the
+    turns listing (ADR 0078, 0087)."""
 
 
 class UsageOut(BaseModel):

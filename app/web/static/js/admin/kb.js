@@ -7,7 +7,7 @@ import { countOf, h, mount } from "../dom.js";
 import { setMarkdown } from "../markdown.js";
 import { confirmAction, frame, pager, statusLine, table, tag, when } from "./common.js";
 import { renderDocument } from "./kb_document.js";
-import { uploadCard } from "./kb_upload.js";
+import { collectionPicker, uploadCard } from "./kb_upload.js";
 
 export async function render(main, key, rest = []) {
   if (rest.length) return renderDocument(main, rest[0]);
@@ -15,6 +15,9 @@ export async function render(main, key, rest = []) {
   const list = h("div");
   let timer = null;
   let documents = [];
+  // The collections, for the upload's and the text's pickers and the list's names (ADR 0087).
+  const collections = (await api("/admin/collections")).items;
+  const collectionNames = Object.fromEntries(collections.map((c) => [c.id, c.name]));
 
   const draw = (items) => {
     documents = items;
@@ -23,6 +26,7 @@ export async function render(main, key, rest = []) {
       table(
         [
           ["Title", (d) => h("a", { href: `#/admin/kb/${d.id}` }, d.title)],
+          ["Collection", (d) => collectionNames[d.collection_id] || "—"],
           ["Status", (d) => [tag(d.status), d.status === "failed" && d.error ? h("div", { class: "error" }, d.error) : null]],
           ["Progress", (d) => (d.status === "ready" ? countOf(d.chunk_count, "chunk") : h("progress", { max: "1", value: d.progress || 0 }))],
           ["Added", (d) => when(d.created_at)],
@@ -62,15 +66,16 @@ export async function render(main, key, rest = []) {
       refresh = null;
       if (main.isConnected) paging.reset();
     }, 1000);
-  });
+  }, collections);
 
   const title = h("input", { type: "text", id: "kb-title", required: true, maxlength: "300" });
   const text = h("textarea", { id: "kb-text", rows: "4", required: true });
-  const textForm = h("form", { class: "card", "aria-labelledby": "kb-text-title" }, h("h2", { id: "kb-text-title" }, "Add text"), h("label", { for: "kb-title" }, "Title"), title, h("label", { for: "kb-text" }, "Text (Markdown)"), text, h("button", { type: "submit", class: "primary" }, "Add"));
+  const textCollection = collectionPicker("kb-text-collection", collections);
+  const textForm = h("form", { class: "card", "aria-labelledby": "kb-text-title" }, h("h2", { id: "kb-text-title" }, "Add text"), h("label", { for: "kb-title" }, "Title"), title, h("label", { for: "kb-text" }, "Text (Markdown)"), text, h("label", { for: "kb-text-collection" }, "Into collection"), textCollection, h("button", { type: "submit", class: "primary" }, "Add"));
   textForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      await api("/kb/documents", { method: "POST", body: { title: title.value, text: text.value, content_type: "text/markdown" } });
+      await api("/kb/documents", { method: "POST", body: { title: title.value, text: text.value, content_type: "text/markdown", collection_id: textCollection.value || null } });
       status.say(`Added “${title.value}”; it is being processed.`);
       title.value = "";
       text.value = "";

@@ -15,9 +15,11 @@ function fact(value) {
 
 export async function renderDocument(main, id) {
   const status = statusLine();
-  const [doc, events] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`)]);
+  const [doc, events, collections] = await Promise.all([api(`/kb/documents/${id}`), api(`/kb/documents/${id}/history`), api("/admin/collections")]);
+  const collection = collections.items.find((c) => c.id === doc.collection_id);
   const facts = [
     ["Status", [tag(doc.status), doc.error ? h("span", { class: "error" }, ` ${doc.error}`) : null]],
+    ["Collection", collection ? collection.name : "—"],
     ["File", doc.filename || "— (added as text)"],
     ["Type", doc.content_type || "—"],
     ["Size", countOf(doc.size_bytes, "byte")],

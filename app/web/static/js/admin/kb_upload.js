@@ -16,8 +16,15 @@ function sizeOf(bytes) {
   return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }
 
-/** POST one file to /kb/documents, reporting its bytes' progress; resolves to the body. */
-async function send(file, onProgress) {
+/** A <select> of the collections an admin may add to (active ones), the default chosen. */
+export function collectionPicker(id, collections) {
+  const active = collections.filter((c) => c.status === "active");
+  return h("select", { id, class: "collection-pick" }, active.map((c) => h("option", { value: c.id, selected: c.is_default ? true : null }, c.name)));
+}
+
+/** POST one file to /kb/documents (into `collectionId`, when given), reporting its bytes'
+ * progress; resolves to the body. */
+async function send(file, collectionId, onProgress) {
   const headers = await authHeaders();
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
@@ -35,12 +42,16 @@ async function send(file, onProgress) {
     xhr.addEventListener("error", () => reject(new TypeError("network")));
     const form = new FormData();
     form.append("file", file, file.name);
+    if (collectionId) form.append("collection_id", collectionId);
     xhr.send(form);
   });
 }
 
-/** The upload card; `changed()` is called whenever a document was added or finished. */
-export function uploadCard(changed) {
+/** The upload card, its files going into the collection picked in it (`collections`: the
+ * admin's, from /admin/collections); `changed()` is called whenever a document was added or
+ * finished. */
+export function uploadCard(changed, collections) {
+  const picker = collectionPicker("kb-collection", collections);
   const input = h("input", { type: "file", id: "kb-files", multiple: true, accept: TYPES });
   const rows = h("ul", { class: "uploads", "aria-label": "Uploads" });
   const zone = h(
@@ -50,7 +61,7 @@ export function uploadCard(changed) {
     input,
     h("p", { class: "muted" }, "PDF, Word, PowerPoint, Excel, OpenDocument, EPUB, e-mail, HTML, CSV, JSON, Markdown or plain text; several at once."),
   );
-  const el = h("section", { class: "card", "aria-labelledby": "kb-upload" }, h("h2", { id: "kb-upload" }, "Upload files"), zone, rows);
+  const el = h("section", { class: "card", "aria-labelledby": "kb-upload" }, h("h2", { id: "kb-upload" }, "Upload files"), h("label", { for: "kb-collection" }, "Into collection"), picker, zone, rows);
   const queue = [];
   let running = 0;
 
@@ -69,10 +80,10 @@ export function uploadCard(changed) {
     };
   }
 
-  async function one(file, view) {
+  async function one(file, collectionId, view) {
     try {
       view.set("Uploading 0 %", 0, "uploading");
-      const accepted = await send(file, (share) => view.set(`Uploading ${Math.round(share * 100)} %`, share, "uploading"));
+      const accepted = await send(file, collectionId, (share) => view.set(`Uploading ${Math.round(share * 100)} %`, share, "uploading"));
       if (accepted.duplicate) {
         view.set("Already in the knowledge base", 1, "duplicate");
         return;
@@ -102,9 +113,9 @@ export function uploadCard(changed) {
 
   function pump() {
     while (running < AT_ONCE && queue.length) {
-      const [file, view] = queue.shift();
+      const [file, collectionId, view] = queue.shift();
       running += 1;
-      one(file, view).finally(() => {
+      one(file, collectionId, view).finally(() => {
         running -= 1;
         pump();
       });
@@ -112,7 +123,9 @@ export function uploadCard(changed) {
   }
 
   function add(files) {
-    for (const file of files) queue.push([file, row(file)]);
+    // The collection picked when the files were dropped, whatever is picked while they queue.
+    const collectionId = picker.value;
+    for (const file of files) queue.push([file, collectionId, row(file)]);
     pump();
   }
 
