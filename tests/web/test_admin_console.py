@@ -197,8 +197,9 @@ async def test_a_documents_view_shows_its_chunks_and_history_and_deletes_after_a
     await page.goto(f"{world.url}/#/admin/kb")
     await page.locator("tbody a", has_text=title).click()
     await expect(page.locator("h1")).to_have_text(title)
-    await expect(page.locator(".history li").first).to_contain_text("added")
-    await expect(page.locator(".history li").last).to_contain_text("ready")
+    history = page.locator("section[aria-labelledby=doc-history] tbody tr")  # newest first
+    await expect(history.first).to_contain_text("ready")
+    await expect(history.last).to_contain_text("added")
     chunk_rows = page.locator("#doc-chunks ~ div tbody tr")
     await expect(chunk_rows.first).to_contain_text("Rule 0")
     assert await chunk_rows.count() == 10
