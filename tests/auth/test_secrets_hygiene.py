@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from argon2 import Type, extract_parameters
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import service
 from app.config import Settings
+from app.core.db import scope_to_tenant
 from app.core.errors import UnprocessableEntity
+from app.models import User
 from tests.factories import DEFAULT_PASSWORD, login, make_tenant, make_user
 
 BLANK = [" " * 8, " " * 40, "\t" * 8, "\n \t \r\n  ", "   abc    ", "\u3000" * 8, "  seven7  "]
@@ -92,3 +96,29 @@ async def test_every_response_says_nosniff(client: httpx.AsyncClient, db: AsyncS
     ]
     for response in responses:
         assert response.headers["x-content-type-options"] == "nosniff", response.url
+
+
+async def test_a_password_the_product_sets_is_hashed_with_argon2ids_full_cost(
+    client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The factories' users carry cheap hashes to keep the suite fast; every hash the
+    product makes itself costs what argon2-cffi's defaults cost (RFC 9106's second
+    recommendation: 64 MiB, 3 passes), whatever the tests' hashes are."""
+    tenant = await make_tenant(db)
+    admin = await login(client, await make_user(db, tenant, role="admin"))
+    created = await client.post(
+        "/admin/users",
+        json={"email": "costly@example.com", "password": "a long passphrase", "role": "member"},
+        headers=admin.headers,
+    )
+    assert created.status_code == 201, created.text
+    await scope_to_tenant(db, tenant.id)
+    stored = await db.scalar(select(User.password_hash).where(User.email == "costly@example.com"))
+    await db.commit()
+    parameters = extract_parameters(str(stored))
+    assert parameters.type is Type.ID
+    assert (parameters.memory_cost, parameters.time_cost) == (65536, 3)
+    signed_in = await client.post(
+        "/auth/token", json={"email": "costly@example.com", "password": "a long passphrase"}
+    )
+    assert signed_in.status_code == 200, signed_in.text
