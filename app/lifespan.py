@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,12 +40,14 @@ from app.guardrails.policy import TenantPolicies
 from app.ingestion.offload import PreparePool
 from app.ingestion.pipeline import stop as stop_ingestion
 from app.llm.providers import build_fast_responder, build_responder
+from app.llm.tokens import count_tokens
 from app.observability.tracing import build_tracing
 from app.resources import Resources
 from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
 
 logger = logging.getLogger(__name__)
+GIL_SWITCH_SECONDS = 0.001
 
 
 async def build_resources(settings: Settings) -> Resources:
@@ -175,6 +178,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     resources = await build_resources(settings)
     app.state.resources = resources
+    # The event loop shares the interpreter with CPU-bound threads (the input guard, long
+    # histories, password hashing): it gets the GIL back within this interval, not
+    # Python's 5 ms, each time it needs it (ADR 0091).
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    # tiktoken's tables load once per process, off the loop: the first turn's token count
+    # held every other request for ~0.2 s (py-spy under bench.attacks).
+    await asyncio.to_thread(count_tokens, "warm")
     # Celery beat runs the retention sweep when there is a broker; else this process does.
     retention = None
     if not settings.celery_broker_url:
