@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -47,7 +46,6 @@ from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
 
 logger = logging.getLogger(__name__)
-GIL_SWITCH_SECONDS = 0.001
 
 
 async def build_resources(settings: Settings) -> Resources:
@@ -178,10 +176,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     resources = await build_resources(settings)
     app.state.resources = resources
-    # The event loop shares the interpreter with CPU-bound threads (the input guard, long
-    # histories, password hashing): it gets the GIL back within this interval, not
-    # Python's 5 ms, each time it needs it (ADR 0091).
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     # tiktoken's tables load once per process, off the loop: the first turn's token count
     # held every other request for ~0.2 s (py-spy under bench.attacks).
     await asyncio.to_thread(count_tokens, "warm")
