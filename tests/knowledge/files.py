@@ -23,22 +23,7 @@ CORRUPT_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\ngarb
 
 def make_paged_pdf(*pages: str) -> bytes:
     """A valid PDF with one page per argument, each holding that line of text."""
-    count = len(pages)
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(count))
-    font = 3 + 2 * count
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode(),
-    ]
-    for i, line in enumerate(pages):
-        stream = f"BT /F1 12 Tf 72 720 Td ({line}) Tj ET".encode()
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-            f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode()
-        )
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    return pdf_file(objects)
+    return make_lined_pdf(*([line] for line in pages))
 
 
 def pdf_file(objects: list[bytes]) -> bytes:
