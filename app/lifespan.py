@@ -34,6 +34,7 @@ from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.runner import TurnRunner, drain_background
 from app.core.redis import build_redis, warn_if_evicting
 from app.embeddings.space import EmbeddingMismatchError, keep_recorded_embedder
+from app.guardrails import conversation_checks
 from app.guardrails.injection import SemanticCheck
 from app.guardrails.policy import TenantPolicies
 from app.ingestion.offload import PreparePool
@@ -131,6 +132,7 @@ async def release_resources(resources: Resources) -> None:
     await stop_ingestion(resources.ingestion)
     await resources.jobs.drain()
     await asyncio.to_thread(resources.ingestion.preparer.shutdown)
+    await asyncio.to_thread(conversation_checks.shutdown)
     await resources.checkpoint_pool.close()
     await resources.redis.close()
     await resources.engine.dispose()

@@ -27,17 +27,16 @@ import contextlib
 import ctypes
 import logging
 import math
-import multiprocessing
 import os
 import resource
 import signal
-import sys
 from collections.abc import Callable, Hashable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from types import FrameType
 
+from app.core.child_process import die_with_parent, spawned_executor
 from app.ingestion.extract import TEXT_TYPES
 from app.ingestion.fair import FairQueue
 from app.ingestion.prepare import Prepared, PrepareError, PrepareOptions, prepare
@@ -53,7 +52,6 @@ WORKER_NICENESS = 10
 WALL_FACTOR = 4
 """A document still in its worker after this many times its CPU budget (wall clock) has
 its worker killed: a niced worker on a busy machine gets a fraction of a core."""
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class WorkerLost(RuntimeError):
@@ -75,7 +73,7 @@ def _over_budget(seconds: float) -> OverBudget:
 def _start_worker(parent: int) -> None:
     with contextlib.suppress(OSError):  # not permitted here: run at the normal priority
         os.nice(WORKER_NICENESS)
-    _die_with_parent(parent)
+    die_with_parent(parent)
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
 
 
@@ -113,19 +111,6 @@ def within_budget(work: Work, source: bytes, options: PrepareOptions) -> Prepare
             resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
 
 
-def _die_with_parent(parent: int) -> None:
-    """An API process killed with SIGKILL takes its workers along, mid-document or not
-    (otherwise they finish a document nobody will store). The signal follows the spawning
-    thread, the event loop's or the pool's manager's, which both live as long as the pool.
-    Linux only; elsewhere workers end when they next look for work."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # it died while this process was starting
-        os._exit(1)
-
-
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, if this is glibc."""
     try:
@@ -161,12 +146,7 @@ class PreparePool:
         if slot.documents >= MAX_TASKS_PER_WORKER:
             self._retire(slot)
         if slot.executor is None:
-            slot.executor = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),  # no forked event loop or sockets
-                initializer=_start_worker,
-                initargs=(os.getpid(),),
-            )
+            slot.executor = spawned_executor(_start_worker)
             slot.documents = 0
         slot.documents += 1
         return slot.executor

@@ -13,8 +13,8 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.conversation.pipeline.nodes.guard_input import MAX_HISTORY_CHECKED_CHARS
 from app.guardrails import injection
+from app.guardrails.conversation_checks import MAX_HISTORY_CHECKED_CHARS
 from app.guardrails.injection import orders_to_ignore
 from tests.chat_helpers import use_model
 from tests.factories import make_chatter
