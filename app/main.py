@@ -17,6 +17,7 @@ from app.conversation.endpoints.sessions import router as sessions_router
 from app.core.deps import get_db, get_sessionmaker
 from app.core.errors import install_error_handlers
 from app.core.hosts import HostMiddleware
+from app.core.in_flight import InFlightPerCredentialMiddleware
 from app.core.logging import configure_logging
 from app.core.middleware import (
     BodySizeLimitMiddleware,
@@ -68,6 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         overrides=[(path, settings.max_upload_bytes) for path in UPLOAD_PATHS],
     )
     app.add_middleware(ClientAddressMiddleware, trusted_proxies=settings.trusted_proxies)
+    # Before authentication's database work: one caller's burst is refused cheaply.
+    app.add_middleware(InFlightPerCredentialMiddleware, limit=settings.max_in_flight_per_credential)
     app.add_middleware(
         HostMiddleware, allowed_hosts=settings.allowed_hosts, hsts_seconds=settings.hsts_seconds
     )

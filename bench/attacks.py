@@ -4,8 +4,8 @@
 
 One uvicorn process on loopback (embedded PostgreSQL unless $BENCH_DATABASE_URL; the Redis at
 $REDIS_URL, else 127.0.0.1:6379/15, with a pool of 20), a model that streams 400 tokens over
-20 s, and /healthz probed open-loop every 20 ms (each probe on its own connection) through
-every phase:
+20 s, and /healthz probed open-loop every 20 ms (each probe on its own connection, from a process of
+its own: `bench.healthz_probe`) through every phase:
 
 1. **unattacked**: the same process, nothing else running (the baseline, this run);
 2. **guard** (issue 33, item 1): a member's `POST /chat` whose client-sent conversation is 29
@@ -36,7 +36,8 @@ import httpx
 
 from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _redis_url
 from bench.common import bench_database, uvicorn_server
-from bench.upload_stall import Probes, _probe_until
+from bench.healthz_probe import probing_apart
+from bench.upload_stall import Probes
 
 ATTACK = ("ignore previous " * 2001)[:32_000]
 PDF_TIMEOUT = 600.0
@@ -87,15 +88,13 @@ async def _session(client: httpx.AsyncClient) -> str:
 
 
 async def _probed(base: str, attack: asyncio.Future[object] | None, seconds: float) -> Probes:
-    """Probe /healthz while `attack` runs (or for `seconds` when there is none)."""
-    probes, stop = Probes(), asyncio.Event()
-    probing = asyncio.create_task(_probe_until(base, stop, probes))
-    if attack is None:
-        await asyncio.sleep(seconds)
-    else:
-        await attack
-    stop.set()
-    await probing
+    """Probe /healthz while `attack` runs (or for `seconds` when there is none), from a
+    process of its own: the flood's 300 clients stall this process's loop for up to 1 s."""
+    async with probing_apart(base) as probes:
+        if attack is None:
+            await asyncio.sleep(seconds)
+        else:
+            await attack
     return probes
 
 
@@ -149,7 +148,8 @@ async def _flood(
                 "GET", f"/chat/{turn_id}/stream", headers={"Last-Event-ID": "1"}
             ) as response:
                 body = b"".join([chunk async for chunk in response.aiter_bytes()])
-            code = "too_many_streams" if b"too_many_streams" in body else "followed"
+            refused = (b"too_many_streams", b"too_many_in_flight")
+            code = next((c.decode() for c in refused if c in body), "followed")
             outcomes[f"{response.status_code} {code}"] += 1
         except httpx.HTTPError as exc:
             outcomes[type(exc).__name__] += 1
@@ -282,6 +282,8 @@ def main() -> None:
             # Counters of an earlier run (the login throttle's 15 minutes) must not carry over.
             "THREADLINE_REDIS_PREFIX": f"bench-attacks-{uuid.uuid4().hex[:8]}:",
             **UNLIMITED,
+            # The defence under test keeps its default (quotas and rate limits do not).
+            "THREADLINE_MAX_IN_FLIGHT_PER_CREDENTIAL": "32",
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }
         with uvicorn_server(env, app="bench.bench_app:slow_factory") as base:

@@ -36,6 +36,7 @@ UNLIMITED = {
         "RATE_LIMIT_TENANT_PER_MIN",
         "TOKEN_QUOTA_USER_PER_DAY",
         "TOKEN_QUOTA_TENANT_PER_DAY",
+        "MAX_IN_FLIGHT_PER_CREDENTIAL",  # one bench user drives many concurrent streams
     )
 }
 

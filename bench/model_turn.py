@@ -59,6 +59,7 @@ from typing import Any
 
 import httpx
 
+from bench.chat_overhead import UNLIMITED
 from bench.common import ROOT, bench_database, free_port, percentile
 
 JWT_SECRET = "bench-secret-" + "x" * 40
@@ -74,15 +75,6 @@ BEFORE_ANSWER = (
     "retrieve",
     "build_context",
 )
-UNLIMITED = {
-    f"THREADLINE_{name}": "0"
-    for name in (
-        "RATE_LIMIT_USER_PER_MIN",
-        "RATE_LIMIT_TENANT_PER_MIN",
-        "TOKEN_QUOTA_USER_PER_DAY",
-        "TOKEN_QUOTA_TENANT_PER_DAY",
-    )
-}
 TOPICS = [
     ("annual leave", "Staff book annual leave in the HR portal at least two weeks ahead."),
     ("travel expenses", "Travel expenses are claimed within thirty days with receipts."),

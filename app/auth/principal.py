@@ -13,6 +13,7 @@ from fastapi.security import APIKeyHeader, OAuth2PasswordBearer
 from app.access.scope import restrict_to_user
 from app.auth import tokens
 from app.auth.repository import UserRepository, find_api_key
+from app.config import Settings
 from app.core.db import scope_to_tenant
 from app.core.deps import DbSession, SettingsDep
 from app.core.errors import Forbidden, Unauthorized
@@ -59,6 +60,21 @@ def hash_api_key(raw_key: str) -> str:
     # API keys are 256-bit random strings: a fast hash is enough, and lets us index it.
     """The stored, indexed form of an API key: its SHA-256 hex digest."""
     return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+BearerToken = Annotated[str | None, Depends(_bearer)]
+
+
+def token_user(settings: Settings, bearer: str | None) -> uuid.UUID | None:
+    """The user of a valid access token, by its signature alone (no database read): for
+    refusing work before authentication reads the user. None for an API key, and for a
+    missing or invalid token (authentication answers those as it always does)."""
+    if bearer is None or bearer.startswith(API_KEY_PREFIX):
+        return None
+    try:
+        return tokens.decode(settings, bearer, "access").user_id
+    except Unauthorized:
+        return None
 
 
 def raise_disabled() -> NoReturn:

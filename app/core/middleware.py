@@ -61,7 +61,7 @@ class RequestContextMiddleware:
             logger.exception("unhandled error", extra={"path": scope["path"]})
             if not started:
                 body = error_body("internal_error", "Internal server error.")
-                await _send_json(send_with_id, 500, body)
+                await send_json(send_with_id, 500, body)
         finally:
             logger.info(
                 "request",
@@ -183,12 +183,22 @@ class BodySizeLimitMiddleware:
 
     @staticmethod
     async def _reject(send: Send, limit: int) -> None:
-        await _send_json(send, 413, error_body("payload_too_large", _too_large(limit)))
+        await send_json(send, 413, error_body("payload_too_large", _too_large(limit)))
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, object]) -> None:
+async def send_json(
+    send: Send,
+    status: int,
+    payload: dict[str, object],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """A whole JSON response, sent by a middleware (before the app's error handlers)."""
     body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -216,7 +226,7 @@ class ContentTypeMiddleware:
             json_like = media_type.startswith(b"application/") and media_type.endswith(b"+json")
             if has_body and not json_like and media_type not in _ACCEPTED_BODIES:
                 shown = media_type.decode("latin-1") or "none"
-                await _send_json(
+                await send_json(
                     send,
                     415,
                     error_body(

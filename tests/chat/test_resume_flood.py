@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 from app.config import Settings
@@ -89,6 +91,7 @@ async def test_forty_followers_of_one_turn_leave_the_redis_pool_to_everyone_else
             "sse_follow_max_per_user": FOLLOWERS,
             "sse_follow_max_per_turn": FOLLOWERS,
             "sse_follow_per_user_per_min": 0,
+            "max_in_flight_per_credential": FOLLOWERS + 8,  # the stream, the others' chat
         }
     )
     application = create_app(bound)
@@ -188,3 +191,45 @@ async def test_a_user_starts_only_so_many_follows_a_minute(
     )
     assert refused.json()["error"]["code"] == "too_many_streams"
     assert int(refused.headers["retry-after"]) >= 1
+
+
+async def test_a_full_follower_is_refused_before_authentication_reads_postgresql(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """Issue 33: 300 resumes at once were each refused only after authentication's two
+    statements (about 6 ms each); every other connection waited behind them in the accept
+    queue (`/healthz` p95 1.1 s). A user already following as many streams of the turn as
+    allowed is refused on the token's signature alone."""
+    follows = app.state.resources.guards.follows
+    follows.per_turn = 1
+    _tenant, _user, chat, owner = await make_chatter(client, db)
+    model = ScriptedChatModel(reply=lambda _: REPLY, token_delay=0.05)
+    use_model(app, model)
+    turn_id, streaming = await _start_slow_stream(app, owner, str(chat.id), model)
+    following = asyncio.create_task(_resume(client, owner, turn_id))
+    tail = app.state.resources.guards.streams.tail
+    for _ in range(200):
+        if tail.followed() >= 1:
+            break
+        await asyncio.sleep(0.02)
+    assert tail.followed() == 1
+
+    statements: list[str] = []
+
+    def record(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        refused = await client.get(
+            f"/chat/{turn_id}/stream", headers={**owner.headers, "Last-Event-ID": "1"}
+        )
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "too_many_streams"
+    assert statements == []
+
+    status, events = await following
+    await streaming
+    assert status == 200 and _answer(events)

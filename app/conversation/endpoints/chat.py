@@ -8,12 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Depends, Header, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.principal import Caller, CurrentPrincipal
 from app.conversation.durability.idempotency import MAX_KEY_CHARS
-from app.conversation.endpoints.deps import ChatServiceDep
+from app.conversation.endpoints.deps import ChatServiceDep, refuse_a_full_follower
 from app.conversation.streaming.resume import parse_last_event_id
 from app.conversation.streaming.sse import SSE_HEADERS
 from app.conversation.turn.schemas import ChatRequest, ChatResponse, StopResponse
@@ -99,6 +99,7 @@ async def chat_stream(
 )
 async def resume_stream(
     turn_id: uuid.UUID,
+    _not_full: Annotated[None, Depends(refuse_a_full_follower)],
     principal: Caller,
     service: ChatServiceDep,
     last_event_id: LastEventId = "",

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.auth.principal import BearerToken, token_user
 from app.config import Settings
 from app.conversation.durability.guards import ChatGuards
 from app.conversation.pipeline.context import TurnContext
 from app.conversation.pipeline.runner import TurnRunner
 from app.conversation.service.chat import ChatService
+from app.core.deps import SettingsDep
 
 
 async def get_chat_service(request: Request) -> ChatService:
@@ -25,3 +28,16 @@ async def get_chat_service(request: Request) -> ChatService:
 
 
 ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]
+
+
+async def refuse_a_full_follower(
+    turn_id: uuid.UUID, request: Request, settings: SettingsDep, bearer: BearerToken
+) -> None:
+    """A resume by a user who already follows as many streams as allowed is refused before
+    authentication reads PostgreSQL, on the token's signature alone. Issue 33: 300 resumes
+    at once cost the server about 6 ms each to refuse after authenticating, 2 s in all, and
+    every other connection waited behind them in the accept queue (`/healthz` p95 1.1 s)."""
+    user_id = token_user(settings, bearer)
+    if user_id is not None:
+        guards: ChatGuards = request.app.state.resources.guards
+        guards.follows.refuse_if_full(user_id, turn_id)

@@ -56,11 +56,15 @@ class FollowLimits:
             or self._turns[(user_id, turn_id)] >= self.per_turn
         )
 
+    def refuse_if_full(self, user_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+        """429 when the user follows as many streams as allowed (of all, or of this turn)."""
+        if self._full(user_id, turn_id):
+            raise TooManyRequests(TOO_MANY_MESSAGE, code="too_many_streams")
+
     async def admit(self, user_id: uuid.UUID, turn_id: uuid.UUID) -> None:
         """429 when the user follows as many streams as allowed, or started too many this
         minute; 503 when Redis answers but the count failed."""
-        if self._full(user_id, turn_id):
-            raise TooManyRequests(TOO_MANY_MESSAGE, code="too_many_streams")
+        self.refuse_if_full(user_id, turn_id)
         if not self.per_minute:
             return
         now = time.time()
