@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from tests.chat_helpers import stream_chat
+from tests.chat_helpers import parse_sse, stream_chat
 from tests.collections.world import (
     QUESTION,
     SECRET,
@@ -149,3 +149,45 @@ async def test_a_retried_completion_withholds_the_document_its_user_lost(
     hidden = [s for s in extension["sources"] if s["source_id"] == str(world.secret.id)]
     assert hidden and all(s.get("withheld") is True for s in hidden)
     assert not _leaks(extension["sources"])
+
+
+async def _resumed(
+    client: httpx.AsyncClient, headers: dict[str, str], turn_id: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`GET /chat/{turn}/stream` from the start: its `sources` and `done` events' data."""
+    response = await client.get(
+        f"/chat/{turn_id}/stream", headers={**headers, "Last-Event-ID": "0"}
+    )
+    assert response.status_code == 200, response.text
+    events, _ = parse_sse(response.text)
+    (sources,) = [e for e in events if e.name == "sources"]
+    (done,) = [e for e in events if e.name == "done"]
+    return sources.data, done.data
+
+
+@pytest.mark.parametrize("buffer", ["kept", "gone"])
+async def test_a_resumed_stream_withholds_the_document_its_user_lost(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession, buffer: str
+) -> None:
+    """Resuming (not retrying) a finished turn's stream, from its Redis buffer or, once that
+    is gone, from its row: the sources are what the user may see now."""
+    world = await make_world(client, db)
+    member = world.callers["member"]
+    body = {"session_id": await new_session(client, member), "message": QUESTION}
+    response, _events, _ = await stream_chat(client, member.headers, body)
+    assert response.status_code == 200
+    turn_id = response.headers["X-Turn-Id"]
+    sources, _done = await _resumed(client, member.headers, turn_id)
+    assert SECRET_TITLE in json.dumps(sources)  # before: shown as given
+    if buffer == "gone":
+        redis = app.state.resources.redis
+        gone = await redis.client.delete(
+            redis.key("stream", turn_id, "events"), redis.key("stream", turn_id, "owner")
+        )
+        assert gone >= 1
+
+    await _remove_member(client, world)
+    sources, done = await _resumed(client, member.headers, turn_id)
+    _assert_withheld(sources["sources"], done["context_metadata"], world)
+    if "sources" in done:  # a stored answer's `done` carries its sources too
+        _assert_withheld(done["sources"], done["context_metadata"], world)

@@ -77,15 +77,21 @@ _WITHHELD_EVENTS = (b"event: sources\n", b"event: done\n")
 async def withheld_events(events: AsyncIterator[bytes], shown: Shown) -> AsyncIterator[bytes]:
     """A followed stream with its `sources` and `done` events passed through `shown`: a
     retry that joins the first request's buffer replays what the caller may still see
-    (ADR 0087). Other events, heartbeats and comments pass as they are."""
-    async for chunk in events:
-        if not any(name in chunk for name in _WITHHELD_EVENTS):
-            yield chunk
-            continue
-        blocks = []
-        for block in chunk.split(b"\n\n"):
-            blocks.append(await _withheld_block(block, shown) if block else block)
-        yield b"\n\n".join(blocks)
+    (ADR 0087). Other events, heartbeats and comments pass as they are. `events` is closed
+    with this stream (a client gone frees its follow place at once, not when collected)."""
+    try:
+        async for chunk in events:
+            if not any(name in chunk for name in _WITHHELD_EVENTS):
+                yield chunk
+                continue
+            blocks = []
+            for block in chunk.split(b"\n\n"):
+                blocks.append(await _withheld_block(block, shown) if block else block)
+            yield b"\n\n".join(blocks)
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def _withheld_block(block: bytes, shown: Shown) -> bytes:

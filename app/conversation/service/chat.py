@@ -173,7 +173,9 @@ class ChatService:
     ) -> AsyncIterator[bytes]:
         """The caller's stream after event `after`, then its live rest; a finished turn whose
         buffer is gone, from its row (404 when the turn is not the caller's, or is running
-        without a buffer)."""
+        without a buffer). Its `sources` and `done` show what the caller may see now: a
+        source of a collection they lost since is withheld, as in a retry (ADR 0087)."""
+        shown = partial(self.replay.shown, principal, None)
         try:
             await check_resumable(self.guards.streams, principal, turn_id)
         except NotFound:
@@ -181,15 +183,15 @@ class ChatService:
             if stored is None:
                 raise
             metrics.STREAMS_STARTED.labels(kind="stored").inc()
-            return stored
+            return withheld_events(stored, shown)
         if await self._events_evicted(turn_id):  # its owner key kept: a key of its own
             stored = await self._stored_stream(principal, turn_id, after)
             if stored is not None:
                 metrics.STREAMS_STARTED.labels(kind="stored").inc()
-                return stored
+                return withheld_events(stored, shown)
         await self.guards.follows.admit(principal.user_id, turn_id)
         metrics.STREAMS_STARTED.labels(kind="resumed").inc()
-        return self._follow(principal, turn_id, after)
+        return withheld_events(self._follow(principal, turn_id, after), shown)
 
     async def _events_evicted(self, turn_id: uuid.UUID) -> bool:
         """Whether the turn's buffer holds no event (evicted, or none written yet: a running
