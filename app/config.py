@@ -195,7 +195,7 @@ class Settings(BaseSettings):
     sse_backlog_events: int = Field(default=256, ge=1)
     """Events a stream's reader may have waiting in this process before it counts as slow
     and reads on from the stream's Redis buffer, a page at a time (ADR 0083)."""
-    max_in_flight_per_credential: int = Field(default=32, ge=0)
+    max_in_flight_per_credential: int = Field(default=64, ge=0)
     """Requests one credential (a token, an API key) may have in progress at once in one
     process; the rest get 429 before any authentication work (0: no bound). ADR 0093."""
     sse_follow_max_per_user: int = Field(default=8, ge=1)

@@ -34,12 +34,14 @@ import uuid
 
 import httpx
 
+from app.config import Settings
 from bench.chat_overhead import JWT_SECRET, PASSWORD, UNLIMITED, _redis_url
 from bench.common import bench_database, uvicorn_server
 from bench.healthz_probe import probing_apart
 from bench.upload_stall import Probes
 
 ATTACK = ("ignore previous " * 2001)[:32_000]
+IN_FLIGHT_DEFAULT = Settings.model_fields["max_in_flight_per_credential"].default
 PDF_TIMEOUT = 600.0
 TENANTS = ("attacker", "bystander", "guessed")
 
@@ -283,7 +285,7 @@ def main() -> None:
             "THREADLINE_REDIS_PREFIX": f"bench-attacks-{uuid.uuid4().hex[:8]}:",
             **UNLIMITED,
             # The defence under test keeps its default (quotas and rate limits do not).
-            "THREADLINE_MAX_IN_FLIGHT_PER_CREDENTIAL": "32",
+            "THREADLINE_MAX_IN_FLIGHT_PER_CREDENTIAL": str(IN_FLIGHT_DEFAULT),
             **({"REDIS_URL": redis_url} if redis_url else {}),
         }
         with uvicorn_server(env, app="bench.bench_app:slow_factory") as base:

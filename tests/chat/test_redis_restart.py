@@ -56,6 +56,7 @@ async def test_right_after_a_restart_each_key_runs_once_and_readyz_sees_redis(
             "redis_url": server.url,
             "rate_limit_user_per_min": 0,
             "rate_limit_tenant_per_min": 0,
+            "max_in_flight_per_credential": 0,  # one user's 60 requests at once, on purpose
         }
     )
     application = create_app(bound)
