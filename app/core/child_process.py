@@ -52,6 +52,20 @@ def spawned_executor(
     )
 
 
+def end_result_pipe(executor: ProcessPoolExecutor) -> None:
+    """After its worker was killed: close this process's copy of the pipe results come back
+    on, so a result the worker was killed while sending ends (EOF) instead of being waited
+    for. Otherwise the executor's manager thread waits for the rest of it for good, and
+    the interpreter, which joins that thread at exit, never exits: a SIGTERM'd server
+    killed its worker mid-result and hung (issue 31, item 5). CPython keeps the writing end
+    open in the parent too (3.11; no public way to close it); the executor is discarded."""
+    queue = getattr(executor, "_result_queue", None)
+    writer = getattr(queue, "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
+
+
 class OneProcess:
     """One worker process, started on first use, for short CPU-bound calls."""
 

@@ -49,6 +49,16 @@ class ConversationVerdict:
     newest: InputVerdict
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """What the checks send back: positions, not messages (a few hundred bytes over the
+    worker's pipe, whatever the conversation's size)."""
+
+    kept: list[int]
+    dropped: list[str]
+    newest: InputVerdict
+
+
 async def check_conversation(
     messages: list[ChatMessage], policy: TenantPolicy, similar: bool
 ) -> ConversationVerdict:
@@ -57,9 +67,12 @@ async def check_conversation(
     first_read = first_within_budget(messages[:-1])
     read = sum(len(message["content"]) for message in messages[first_read:])
     if read > IN_THREAD_MAX_CHARS:
-        return await _PROCESS.call(_check_all, messages, policy, similar)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_THREAD, _check_all, messages, policy, similar)
+        checked = await _PROCESS.call(_check_all, messages, policy, similar)
+    else:
+        loop = asyncio.get_running_loop()
+        checked = await loop.run_in_executor(_THREAD, _check_all, messages, policy, similar)
+    earlier = [messages[index] for index in checked.kept]
+    return ConversationVerdict(earlier, checked.dropped, checked.newest)
 
 
 def process_started() -> bool:
@@ -72,26 +85,22 @@ def shutdown() -> None:
     _PROCESS.shutdown()
 
 
-def _check_all(
-    messages: list[ChatMessage], policy: TenantPolicy, similar: bool
-) -> ConversationVerdict:
-    earlier, dropped = _without_blocked_history(messages[:-1], policy)
+def _check_all(messages: list[ChatMessage], policy: TenantPolicy, similar: bool) -> _Checked:
+    kept, dropped = _without_blocked_history(messages[:-1], policy)
     newest = messages[-1]["content"] if messages else ""
-    return ConversationVerdict(
-        earlier, dropped, check_input(newest, policy, similar_embedding=similar)
-    )
+    return _Checked(kept, dropped, check_input(newest, policy, similar_embedding=similar))
 
 
 def _without_blocked_history(
     messages: list[ChatMessage], policy: TenantPolicy
-) -> tuple[list[ChatMessage], list[str]]:
-    """The earlier messages minus those the policy blocks and those past the guard's reading
-    budget; a log line per drop (the position and the reason, never the text)."""
+) -> tuple[list[int], list[str]]:
+    """The positions of the earlier messages the policy lets through, within the guard's
+    reading budget; a log line per drop (the position and the reason, never the text)."""
     first_read = first_within_budget(messages)
     log: list[str] = []
     if first_read:
         log.append(f"guard_input: DROPPED messages 0-{first_read - 1} (unread: over the limit)")
-    kept: list[ChatMessage] = []
+    kept: list[int] = []
     dropping_reply = False
     for index, message in enumerate(messages[first_read:], start=first_read):
         if message["role"] == "assistant" and dropping_reply:
@@ -102,7 +111,7 @@ def _without_blocked_history(
         if verdict.blocked_by is not None:
             log.append(f"guard_input: DROPPED message {index} ({verdict.blocked_by})")
             continue
-        kept.append(message)
+        kept.append(index)
     return kept, log
 
 

@@ -36,7 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from types import FrameType
 
-from app.core.child_process import die_with_parent, spawned_executor
+from app.core.child_process import die_with_parent, end_result_pipe, spawned_executor
 from app.ingestion.extract import TEXT_TYPES
 from app.ingestion.fair import FairQueue
 from app.ingestion.prepare import Prepared, PrepareError, PrepareOptions, prepare
@@ -165,6 +165,7 @@ class PreparePool:
         if executor is not None:
             for process in list(getattr(executor, "_processes", {}).values()):
                 process.kill()
+            end_result_pipe(executor)  # before shutdown, which forgets the pipe
             executor.shutdown(wait=False, cancel_futures=True)
 
     async def prepare(
