@@ -78,7 +78,17 @@ def app_with_model(model: BaseChatModel, name: str) -> FastAPI:
 
 def factory() -> FastAPI:
     """The app with the instant model, and the baseline endpoint."""
-    app = app_with_model(InstantModel(), "instant")
+    return with_baseline(app_with_model(InstantModel(), "instant"))
+
+
+def baseline_factory() -> FastAPI:
+    """The app as its settings configure it (bench.turn_cost: the real provider), and the
+    baseline endpoint."""
+    return with_baseline(create_app(get_settings()))
+
+
+def with_baseline(app: FastAPI) -> FastAPI:
+    """`app` with `POST /bench/baseline`: the irreducible work of a turn."""
 
     @app.post("/bench/baseline")
     async def baseline(
