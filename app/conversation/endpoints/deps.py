@@ -33,11 +33,11 @@ ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]
 async def refuse_a_full_follower(
     turn_id: uuid.UUID, request: Request, settings: SettingsDep, bearer: BearerToken
 ) -> None:
-    """A resume by a user who already follows as many streams as allowed is refused before
-    authentication reads PostgreSQL, on the token's signature alone. Issue 33: 300 resumes
+    """A resume by a user who already follows this turn as many times as allowed is refused
+    before authentication reads PostgreSQL, on the token's signature alone. Issue 33: 300 resumes
     at once cost the server about 6 ms each to refuse after authenticating, 2 s in all, and
     every other connection waited behind them in the accept queue (`/healthz` p95 1.1 s)."""
     user_id = token_user(settings, bearer)
     if user_id is not None:
         guards: ChatGuards = request.app.state.resources.guards
-        guards.follows.refuse_if_full(user_id, turn_id)
+        guards.follows.refuse_if_turn_full(user_id, turn_id)

@@ -61,6 +61,14 @@ class FollowLimits:
         if self._full(user_id, turn_id):
             raise TooManyRequests(TOO_MANY_MESSAGE, code="too_many_streams")
 
+    def refuse_if_turn_full(self, user_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+        """429 when the user follows this turn as many times as allowed: it is running here,
+        so a resume could only follow it too (before authentication, ADR 0093; the bound
+        on all of the user's streams waits for it, as a finished turn is read from its row
+        whatever else the user follows)."""
+        if self._turns[(user_id, turn_id)] >= self.per_turn:
+            raise TooManyRequests(TOO_MANY_MESSAGE, code="too_many_streams")
+
     async def admit(self, user_id: uuid.UUID, turn_id: uuid.UUID) -> None:
         """429 when the user follows as many streams as allowed, or started too many this
         minute; 503 when Redis answers but the count failed."""
