@@ -112,7 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # or a service's own from the sessionmaker) may be unavailable.
     document_errors(
         app,
-        {authenticate: (401,), require_admin: (403,), get_db: (503,), get_sessionmaker: (503,)},
+        {authenticate: (401, 429), require_admin: (403,), get_db: (503,), get_sessionmaker: (503,)},
     )
     return app
 

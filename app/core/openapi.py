@@ -7,8 +7,9 @@ says what the API does without each decorator repeating them:
 - a body: 400 (malformed), 413 (too large), 415 (not JSON, a form or an upload), 422;
 - a path parameter: 404 (not found, or another tenant's or user's object), 422;
 - a query or header parameter: 422;
-- a dependency listed in `by_dependency` (authentication: 401, the admin role: 403, the
-  database: 503 when its pool is exhausted or it is unreachable).
+- a dependency listed in `by_dependency` (authentication: 401, and 429 when the credential
+  has too many requests in progress, ADR 0093; the admin role: 403; the database: 503 when
+  its pool is exhausted or it is unreachable).
 
 Every error has the body `{"error": {"code", "message", "request_id"}}` (`ErrorResponse`),
 which replaces FastAPI's default 422 schema (the API never answers with that shape).
