@@ -67,7 +67,8 @@ async def test_a_large_conversation_is_checked_in_the_guards_process_with_the_sa
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "Which office is in Turin?"},
     ]
-    large: list[ChatMessage] = [*small[:2], *[{"role": "user", "content": filler}] * 8, small[-1]]
+    padding: ChatMessage = {"role": "user", "content": filler}
+    large: list[ChatMessage] = [*small[:2], *[padding] * 8, small[-1]]
     assert sum(len(m["content"]) for m in large) > conversation_checks.IN_THREAD_MAX_CHARS
     assert sum(len(m["content"]) for m in small) < conversation_checks.IN_THREAD_MAX_CHARS
     conversation_checks.shutdown()
