@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.conversation.pipeline.budget import SYSTEM_PROMPT
+from app.conversation.streaming.resume import resumed_stream
+from app.conversation.streaming.sse import format_event
 from app.core.db import scope_to_tenant
 from app.llm.tokens import count_tokens
 from app.models import QueryHistory
@@ -411,3 +414,50 @@ async def test_a_finished_turn_whose_buffer_was_evicted_resumes_from_its_row(
     assert int(after_end[0].id or 0) > int(full[-1].id or 0)
     foreign, _ = await _resume(client, stranger.headers, turn_id, "2")
     assert foreign.status_code == 404
+
+
+@pytest.mark.parametrize("stored", [True, False])
+async def test_a_buffer_evicted_while_followed_ends_with_the_stored_turn(
+    app: FastAPI, stored: bool
+) -> None:
+    """Issue 31's eviction phase: the buffer was there when the resume began and was evicted
+    before its events were read; the producer gone, the stream told `stream_lost` for a turn
+    stored complete. Now the stored turn tells the rest; only a turn not stored is lost."""
+    hub = app.state.resources.guards.streams
+    turn_id = uuid.uuid4()  # its buffer holds nothing: evicted
+    done = format_event(9, "done", {"turn_id": str(turn_id), "status": "complete"})
+    asked: list[int] = []
+
+    async def settle() -> bool:
+        return True  # the producer is gone
+
+    async def rest(after: int) -> AsyncIterator[bytes] | None:
+        asked.append(after)
+
+        async def events() -> AsyncIterator[bytes]:
+            yield done
+
+        return events() if stored else None
+
+    chunks = [
+        chunk
+        async for chunk in resumed_stream(
+            hub,
+            turn_id,
+            8,
+            heartbeat_seconds=0.5,
+            silence_limit_seconds=30,
+            retry_ms=1000,
+            settle=settle,
+            settle_every_seconds=0.1,
+            stored=rest,
+        )
+    ]
+    assert asked == [8]
+    events, _ = parse_sse(b"".join(chunks).decode())
+    if stored:
+        assert [e.name for e in events] == ["done"]
+        assert events[0].data["status"] == "complete"
+    else:
+        assert [e.name for e in events] == ["error"]
+        assert events[0].data["code"] == "stream_lost"

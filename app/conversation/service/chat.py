@@ -355,6 +355,7 @@ class ChatService:
             retry_ms=settings.sse_retry_ms,
             settle=self._settler(principal, turn_id),
             settle_every_seconds=settings.turn_lease_renew_seconds,
+            stored=partial(self._stored_stream, principal, turn_id),
         )
         return _counted(self.guards.follows.bounded(principal.user_id, turn_id, events))
 

@@ -60,6 +60,8 @@ UNAVAILABLE_EVENT = (
 """No `id:` either: resuming again from the same Last-Event-ID misses nothing."""
 
 Settle = Callable[[], Awaitable[bool]]
+Stored = Callable[[int], Awaitable[AsyncIterator[bytes] | None]]
+"""The rest of a stream after an event id, told from its stored turn (None: not stored)."""
 
 
 def parse_last_event_id(raw: str | None) -> int:
@@ -101,14 +103,17 @@ async def resumed_stream(
     retry_ms: int,
     settle: Settle | None = None,
     settle_every_seconds: float = 5.0,
+    stored: Stored | None = None,
 ) -> AsyncIterator[bytes]:
     """The events after `after`, then the live rest, always ending with a terminal event
     (see the module docstring). `settle` is asked, during silences, whether the producer is
-    gone (and to finish its turn if so)."""
+    gone (and to finish its turn if so). `stored`: where the rest comes from when the
+    buffer falls silent and the producer is gone, before the stream is called lost (a
+    Redis under memory pressure evicted the events while this stream read them, issue 31)."""
     yield retry_hint(retry_ms)
     try:
         timing = (heartbeat_seconds, silence_limit_seconds, settle_every_seconds)
-        async for chunk in _follow(hub, turn_id, after, timing, settle):
+        async for chunk in _follow(hub, turn_id, after, timing, settle, stored):
             yield chunk
     except Exception:  # e.g. Redis gone for longer than its retries: say so, never just stop
         logger.warning("resumed stream interrupted", exc_info=True)
@@ -121,6 +126,7 @@ async def _follow(
     after: int,
     timing: tuple[float, float, float],
     settle: Settle | None,
+    stored: Stored | None = None,
 ) -> AsyncIterator[bytes]:
     heartbeat_seconds, silence_limit_seconds, settle_every_seconds = timing
     ended = await _ended_at_or_before(hub, turn_id, after)
@@ -157,6 +163,11 @@ async def _follow(
                     settled_at = now
             gone = settled_at is not None and now - settled_at >= _SETTLED_WAIT_SECONDS
             if gone or now - last_event >= silence_limit_seconds:
+                rest = None if stored is None else await _stored_rest(stored, last_id)
+                if rest is not None:
+                    async for chunk in rest:
+                        yield chunk
+                    return
                 yield format_event(
                     last_id + 1,
                     "error",
@@ -172,6 +183,14 @@ async def _follow(
         yield format_event(event.event_id, event.name, event.data)
         if event.name in TERMINAL_EVENTS:
             return
+
+
+async def _stored_rest(stored: Stored, after: int) -> AsyncIterator[bytes] | None:
+    try:
+        return await stored(after)
+    except Exception:  # PostgreSQL unreachable too: the stream is lost, as it says
+        logger.warning("could not read the stream's stored turn", exc_info=True)
+        return None
 
 
 async def _settled(settle: Settle) -> bool:
