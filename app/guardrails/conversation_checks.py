@@ -42,6 +42,8 @@ _PROCESS = OneProcess("input guard")
 
 @dataclass(frozen=True)
 class ConversationVerdict:
+    """What the guard decided about a turn's messages."""
+
     earlier: list[ChatMessage]
     """The earlier messages that may reach the prompt."""
     dropped: list[str]
