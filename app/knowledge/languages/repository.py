@@ -43,11 +43,14 @@ _PROGRESS = text(
 # switch during a rebuild redirects the rest of it). Setting `language` recomputes `tsv`;
 # the UPDATE trigger keeps the BM25 statistics and postings in step. A chunk an ingestion
 # is replacing right now is waited for (not skipped: the rebuild ends when none is left).
+# The batch is chosen once, in a materialized CTE: as `id IN (subquery)` the planner could
+# run the subquery again for each row, whose lock skipped the rows this statement had just
+# updated and took the next ones, so one "batch" went on through the tenant's chunks (4 of
+# 8 with a batch of 2, then waited on a row another transaction held).
 _REANALYSE = {
     "kb": text(
         """
-        UPDATE kb_chunks c SET language = tenant_text_config(:tenant)
-        WHERE c.tenant_id = :tenant AND c.id IN (
+        WITH batch AS MATERIALIZED (
           SELECT c2.id FROM kb_chunks c2
           JOIN kb_documents d ON d.tenant_id = c2.tenant_id AND d.id = c2.document_id
           WHERE c2.tenant_id = :tenant AND d.language IS NULL
@@ -55,17 +58,20 @@ _REANALYSE = {
           ORDER BY c2.id
           LIMIT :batch
           FOR UPDATE OF c2)
+        UPDATE kb_chunks c SET language = tenant_text_config(:tenant)
+        FROM batch WHERE c.tenant_id = :tenant AND c.id = batch.id
         """
     ),
     "attachment": text(
         """
-        UPDATE attachment_chunks c SET language = tenant_text_config(:tenant)
-        WHERE c.tenant_id = :tenant AND c.id IN (
+        WITH batch AS MATERIALIZED (
           SELECT a.id FROM attachment_chunks a
           WHERE a.tenant_id = :tenant AND a.language = ANY(CAST(:others AS regconfig[]))
           ORDER BY a.id
           LIMIT :batch
           FOR UPDATE)
+        UPDATE attachment_chunks c SET language = tenant_text_config(:tenant)
+        FROM batch WHERE c.tenant_id = :tenant AND c.id = batch.id
         """
     ),
 }
