@@ -23,6 +23,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,12 @@ def vectors(count: int, centroids: np.ndarray, rng: np.random.Generator) -> np.n
 
 
 async def run(
-    owner_url: str, total: int, tenants: int, queries: int, collections: int = 10
+    owner_url: str,
+    total: int,
+    tenants: int,
+    queries: int,
+    collections: int = 10,
+    reuse: bool = False,
 ) -> None:
     import asyncpg
     from pgvector.asyncpg import register_vector
@@ -66,70 +72,39 @@ async def run(
     )
     from app.embeddings.hashing import HashingEmbedder
     from app.retrieval.hybrid import FusionSettings, HybridRetriever
+    from app.retrieval.tenant_indexes import maintenance, repository
 
     settings = Settings(database_url=owner_url)
     urls = resolve_database_urls(settings)
     await migrate.upgrade(settings, urls.owner)
     rng = np.random.default_rng(7)
     centroids = rng.normal(0, 1, (256, DIM)).astype(np.float32)
-    sizes = tenant_sizes(total, tenants)
-    ids = [uuid.uuid4() for _ in sizes]
-    shelves = [[uuid.uuid4() for _ in range(collections)] for _ in sizes]
-
     owner = await asyncpg.connect(libpq_url(urls.owner))
     await register_vector(owner)
-    started = time.perf_counter()
-    await owner.execute("DROP INDEX IF EXISTS ix_kb_chunks_embedding_hnsw")
-    for tenant, shelf, size in zip(ids, shelves, sizes, strict=True):
-        await owner.execute(
-            "INSERT INTO tenants (id, name) VALUES ($1, $2)", tenant, f"t-{tenant.hex[:8]}"
-        )
-        for n, collection in enumerate(shelf):  # one collection, one document each
-            await owner.execute(
-                "INSERT INTO kb_collections (tenant_id, id, name, visibility) "
-                "VALUES ($1, $2, $3, 'groups')",
-                tenant,
-                collection,
-                f"c{n}",
-            )
-            await owner.execute(
-                "INSERT INTO kb_documents (tenant_id, id, title, content_hash, status, "
-                "collection_id) VALUES ($1, $2, 'synthetic', $3, 'ready', $2)",
-                tenant,
-                collection,
-                f"{tenant.hex}-{n}",
-            )
-        data = vectors(size, centroids, rng)
-        # The chunks' collection_id is set by the insert trigger (migration 0031).
-        await owner.copy_records_to_table(
-            "kb_chunks",
-            columns=[
-                "tenant_id",
-                "id",
-                "document_id",
-                "ordinal",
-                "text",
-                "token_count",
-                "embedding",
-            ],
-            records=[
-                (tenant, uuid.uuid4(), shelf[i % collections], i, "", 0, data[i])
-                for i in range(size)
-            ],
-        )
-    loaded = time.perf_counter() - started
-    started = time.perf_counter()
-    await owner.execute("SET maintenance_work_mem = '2GB'")
-    await owner.execute(
-        "CREATE INDEX ix_kb_chunks_embedding_hnsw ON kb_chunks "
-        "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-    )
-    await owner.execute("ANALYZE kb_chunks")
-    built = time.perf_counter() - started
+    corpus = await _loaded(owner) if reuse else None
+    if corpus is None:
+        corpus = await _load(owner, total, tenants, collections, centroids, rng)
+    ids, sizes, shelves = corpus.ids, corpus.sizes, corpus.shelves
     buffers = await owner.fetchval("SHOW shared_buffers")
+    print(f"  (shared_buffers {buffers})")
+    # The large tenants' own HNSW indexes, as the API process's timer builds them (ADR 0095).
+    started = time.perf_counter()
+    owner_engine = create_engine(urls.owner, pool_size=1, max_overflow=0)
+    try:
+        await maintenance.ensure(owner_engine, settings.retrieval_tenant_index_min_chunks, "2GB")
+    finally:
+        await owner_engine.dispose()
+    covered = await owner.fetch(
+        "SELECT s.chunks FROM kb_corpus_stats s JOIN pg_class c "
+        "ON c.relname = $1 || replace(s.tenant_id::text, '-', '') "
+        "JOIN pg_index i ON i.indexrelid = c.oid AND i.indisvalid",
+        repository.PREFIX,
+    )
     print(
-        f"\n{sum(sizes)} chunks in {len(sizes)} tenants: loaded {loaded:.0f} s, HNSW {built:.0f} s"
-        f" (shared_buffers {buffers})"
+        f"  tenants with an HNSW index of their own: {len(covered)} "
+        f"({sum(r['chunks'] for r in covered)} chunks; "
+        f">= {settings.retrieval_tenant_index_min_chunks} chunks and <= half of all), "
+        f"ready after {time.perf_counter() - started:.0f} s"
     )
 
     order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
@@ -202,6 +177,97 @@ async def run(
 
 
 @dataclass
+class _Corpus:
+    """The loaded tenants: their ids, chunk counts and collections (one document each)."""
+
+    ids: list[uuid.UUID]
+    sizes: list[int]
+    shelves: list[list[uuid.UUID]]
+
+
+async def _load(
+    owner: Any,
+    total: int,
+    tenants: int,
+    collections: int,
+    centroids: np.ndarray,
+    rng: np.random.Generator,
+) -> _Corpus:
+    """Load `total` chunks over `tenants` with COPY, then build the HNSW index once."""
+    sizes = tenant_sizes(total, tenants)
+    corpus = _Corpus(
+        ids=[uuid.uuid4() for _ in sizes],
+        sizes=sizes,
+        shelves=[[uuid.uuid4() for _ in range(collections)] for _ in sizes],
+    )
+    started = time.perf_counter()
+    await owner.execute("DROP INDEX IF EXISTS ix_kb_chunks_embedding_hnsw")
+    for tenant, shelf, size in zip(corpus.ids, corpus.shelves, sizes, strict=True):
+        await owner.execute(
+            "INSERT INTO tenants (id, name) VALUES ($1, $2)", tenant, f"t-{tenant.hex[:8]}"
+        )
+        for n, collection in enumerate(shelf):  # one collection, one document each
+            await owner.execute(
+                "INSERT INTO kb_collections (tenant_id, id, name, visibility) "
+                "VALUES ($1, $2, $3, 'groups')",
+                tenant,
+                collection,
+                f"c{n}",
+            )
+            # chunk_count as ingestion leaves it: the chunks of the document, ready.
+            await owner.execute(
+                "INSERT INTO kb_documents (tenant_id, id, title, content_hash, status, "
+                "collection_id, chunk_count) VALUES ($1, $2, 'synthetic', $3, 'ready', $2, $4)",
+                tenant,
+                collection,
+                f"{tenant.hex}-{n}",
+                len(range(n, size, collections)),
+            )
+        data = vectors(size, centroids, rng)
+        # The chunks' collection_id is set by the insert trigger (migration 0031).
+        await owner.copy_records_to_table(
+            "kb_chunks",
+            columns=COLUMNS,
+            records=[
+                (tenant, uuid.uuid4(), shelf[i % collections], i, "", 0, data[i])
+                for i in range(size)
+            ],
+        )
+    loaded = time.perf_counter() - started
+    started = time.perf_counter()
+    await owner.execute("SET maintenance_work_mem = '2GB'")
+    await owner.execute(
+        "CREATE INDEX ix_kb_chunks_embedding_hnsw ON kb_chunks "
+        "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+    )
+    await owner.execute("ANALYZE kb_chunks")
+    await owner.execute("ANALYZE kb_documents")
+    built = time.perf_counter() - started
+    print(
+        f"\n{sum(sizes)} chunks in {len(sizes)} tenants: loaded {loaded:.0f} s, HNSW {built:.0f} s"
+    )
+    return corpus
+
+
+async def _loaded(owner: Any) -> _Corpus | None:
+    """The corpus an earlier `--reuse` run left in this database (None: nothing yet)."""
+    rows = await owner.fetch(
+        "SELECT t.id, (SELECT count(*) FROM kb_chunks c WHERE c.tenant_id = t.id) AS size, "
+        "ARRAY(SELECT k.id FROM kb_collections k WHERE k.tenant_id = t.id "
+        "      ORDER BY length(k.name), k.name) AS shelf "
+        "FROM tenants t WHERE t.name LIKE 't-%' ORDER BY t.name"
+    )
+    if not rows:
+        return None
+    print(f"\nreusing the {sum(r['size'] for r in rows)} chunks in {len(rows)} tenants loaded")
+    return _Corpus(
+        ids=[r["id"] for r in rows],
+        sizes=[int(r["size"]) for r in rows],
+        shelves=[list(r["shelf"]) for r in rows],
+    )
+
+
+@dataclass
 class _Run:
     """One kind of query's measurements."""
 
@@ -239,9 +305,17 @@ def main() -> None:
         default=sized_shared_buffers(),
         help="the embedded server's buffer cache (default: a quarter of the memory, <= 8 GB)",
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with BENCH_DATABASE_URL: query the corpus an earlier --reuse run loaded there "
+        "(loading 1M chunks and building their index takes a quarter of an hour)",
+    )
     args = parser.parse_args()
     with bench_database(args.shared_buffers) as owner_url:
-        asyncio.run(run(owner_url, args.chunks, args.tenants, args.queries, args.collections))
+        asyncio.run(
+            run(owner_url, args.chunks, args.tenants, args.queries, args.collections, args.reuse)
+        )
 
 
 if __name__ == "__main__":
