@@ -301,7 +301,7 @@ class HybridRetriever:
             embedding = _background(
                 vectors or self.embedder.embed([query_input(q) for q in queries])
             )
-        kb_chunks, model = await repository.prepare(ef_search=settings.ef_search)
+        searchable, model = await repository.prepare(ef_search=settings.ef_search)
         if model is not None and model != self.embedder.name and "dense" in legs:
             # `threadline reindex` switched the stored vectors to another model: this
             # process's query vectors are not comparable with them until it is restarted.
@@ -319,7 +319,7 @@ class HybridRetriever:
                 query=query,
                 vector=None,
                 attachment_ids=attachment_ids,
-                exact_kb=kb_chunks <= settings.exact_scan_max_chunks,
+                exact_kb=searchable <= settings.exact_scan_max_chunks,
                 limit=settings.candidates,
                 title_weight=settings.title_weight,
             )
