@@ -135,7 +135,17 @@ class Settings(BaseSettings):
     """How many times a word of a document's title counts in the lexical leg's BM25."""
     hnsw_ef_search: int = Field(default=100, ge=10, le=1000)
     retrieval_exact_scan_max_chunks: int = Field(default=10_000, ge=0)
-    """A knowledge base of at most this many chunks is searched exactly, not through HNSW."""
+    """A knowledge base of at most this many chunks (the part the caller may see, when narrowed
+    to some collections) is searched exactly, not through HNSW."""
+    retrieval_tenant_index_min_chunks: int = Field(default=10_000, ge=1)
+    """A tenant with at least this many chunks (and at most half of all) gets an HNSW index of
+    its own (ADR 0095); the shared one serves it until then."""
+    retrieval_tenant_index_seconds: float = Field(default=300.0, ge=0)
+    """How often the API process builds the tenants' own HNSW indexes they lack (0: never;
+    `threadline index-tenants` builds them on demand)."""
+    retrieval_tenant_index_build_memory: str = Field(default="1GB", pattern=r"^\d+(kB|MB|GB)$")
+    """PostgreSQL's maintenance_work_mem while building one (a graph that does not fit builds
+    far slower)."""
     chunk_tokens: int = Field(default=400, ge=50, le=2000)
     chunk_overlap_tokens: int = Field(default=60, ge=0)
     language_rebuild_batch: int = Field(default=500, ge=1, le=100_000)

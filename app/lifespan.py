@@ -45,6 +45,7 @@ from app.observability.tracing import build_tracing
 from app.resources import Resources
 from app.retention.schedule import RetentionScheduler
 from app.retrieval.hybrid import FusionSettings, HybridRetriever
+from app.retrieval.tenant_indexes.maintenance import TenantIndexScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     db_sessions = resources.sessionmaker
     recovery = build_recovery(settings, lambda: db_sessions, resources.jobs)
     recovery.start()
+    tenant_indexes = None
+    if settings.retrieval_tenant_index_seconds > 0:
+        tenant_indexes = TenantIndexScheduler(
+            resources.urls.owner,
+            settings.retrieval_tenant_index_seconds,
+            settings.retrieval_tenant_index_min_chunks,
+            settings.retrieval_tenant_index_build_memory,
+        )
+        tenant_indexes.start()
     logger.info(
         "threadline started",
         extra={
@@ -208,6 +218,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         restore()
         await recovery.stop()
+        if tenant_indexes is not None:
+            await tenant_indexes.stop()
         if retention is not None:
             await retention.stop()
         await release_resources(resources)

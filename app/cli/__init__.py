@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import accounts, chat, demo, ingest, reindex, server
+from app.cli import accounts, chat, demo, indexes, ingest, reindex, server
 
 cli = typer.Typer(
     name="threadline",
@@ -26,6 +26,7 @@ cli.add_typer(accounts.users_cli, name="users")
 cli.add_typer(accounts.api_keys_cli, name="api-keys")
 cli.command("ingest")(ingest.ingest_command)
 cli.command("reindex")(reindex.reindex_command)
+cli.command("index-tenants")(indexes.index_tenants_command)
 cli.command()(demo.demo)
 cli.command("chat")(chat.chat_command)
 
