@@ -71,8 +71,10 @@ async def export_user(
     async with sessionmaker() as db:
         await scope_to_tenant(db, tenant_id)
         async with db.begin():
-            # The export shows the sources the user may still see (ADR 0078).
-            await restrict_to_user(db, tenant_id, user_id)
+            # The export shows the sources the user may still see (ADR 0078); a reduced key,
+            # what its role may (is_admin None: the account's role decides).
+            reduced = only_key is not None
+            await restrict_to_user(db, tenant_id, user_id, is_admin=False if reduced else None)
             head = {
                 "format_version": FORMAT_VERSION,
                 "generated_at": datetime.now(UTC),

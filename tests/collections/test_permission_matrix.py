@@ -9,11 +9,16 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 from fastapi import FastAPI
+from langchain_core.messages import BaseMessage, ToolMessage
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.principal import Principal
 from app.conversation.service.chat import ChatService
+from app.core.db import scope_to_tenant
 from app.mcp_server.tools import Toolbox
+from app.models import KbChunk
+from tests.chat_helpers import use_model
 from tests.collections.world import (
     QUESTION,
     ROLES,
@@ -24,6 +29,7 @@ from tests.collections.world import (
     secret_rows,
 )
 from tests.factories import LoggedIn
+from tests.fakes import ToolCall, ToolCallingChatModel
 
 pytestmark = pytest.mark.committed
 
@@ -152,3 +158,46 @@ async def test_an_admins_member_key_gets_no_more_than_a_member_outside_the_group
     assert rows == dict.fromkeys(KEYED, 0)
     # The same admin, signed in as themself, gets the document on the same path.
     assert await chat(app, client, world, admin) > 0
+    # That turn is the account's: its export by the member key withholds the board's title.
+    assert await export(app, client, world, keyed) == 0
+    assert await export(app, client, world, admin) > 0
+
+
+def _search_the_board_once(messages: list[BaseMessage]) -> list[ToolCall] | None:
+    """A model that searches the board's words once per turn, then answers."""
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return None
+    return [("search_knowledge_base", {"query": "zephyr merger board closed session"})]
+
+
+async def test_an_admins_member_key_gets_nothing_more_through_the_models_tool_calls(
+    app: FastAPI, client: httpx.AsyncClient, db: AsyncSession
+) -> None:
+    """The agent's searches are narrowed as the turn's retrieval is: by the credential's role,
+    not the account's (an admin's member key saw every collection through a tool call)."""
+    world = await make_world(client, db)
+    admin = world.callers["admin"]
+    created = await client.post(
+        "/admin/api-keys", json={"name": "member key", "role": "member"}, headers=admin.headers
+    )
+    keyed = LoggedIn(admin.user, {"X-API-Key": created.json()["key"]}, "")
+    use_model(app, ToolCallingChatModel(reply=lambda _: "Found [1].", plan=_search_the_board_once))
+    await scope_to_tenant(db, world.tenant.id)
+    query = select(KbChunk.id).where(KbChunk.document_id == world.secret.id)
+    board_chunks = {str(chunk) for chunk in (await db.execute(query)).scalars()}
+    await db.commit()
+
+    searched = {}
+    for who, headers in (("member key", keyed.headers), ("admin", admin.headers)):
+        session = (await client.post("/sessions", headers=headers)).json()["id"]
+        answered = await client.post(
+            "/chat", json={"session_id": session, "message": QUESTION}, headers=headers
+        )
+        assert answered.status_code == 200, answered.text
+        body = answered.json()
+        calls = body["context_metadata"]["tools"]["calls"]
+        assert [call["tool"] for call in calls] == ["search_knowledge_base"]
+        found = {i for call in calls for i in call["result_ids"] or []}
+        searched[who] = secret_rows(body["sources"], world, "source_id") + len(found & board_chunks)
+    assert searched["member key"] == 0
+    assert searched["admin"] > 0

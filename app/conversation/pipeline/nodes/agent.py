@@ -23,7 +23,6 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
-from app.access.scope import restrict_to_user
 from app.conversation.pipeline.budget import fit_question, manifest_source
 from app.conversation.pipeline.citations import check_citations
 from app.conversation.pipeline.composition import CompositionGuess, refine_with_results
@@ -46,6 +45,7 @@ from app.conversation.pipeline.tools import (
 from app.conversation.turn.manifest import Manifest
 from app.conversation.turn.manifest_records import Citations, PromptCache, ToolsRecord
 from app.conversation.turn.types import ChatMessage, SourceRef, Usage
+from app.core.db import restrict_to_collections
 from app.llm.responder import cache_tokens, to_langchain
 from app.llm.tokens import count_tokens
 
@@ -207,8 +207,10 @@ async def tools(state: TurnState, runtime: Runtime[TurnContext]) -> TurnUpdate:
     round_number = state["tool_rounds"] + 1
     ids = turn_ids(state)
     async with ctx.transaction(ids.tenant) as db:
-        # The tools search only what the user may see now, in the session's scope (ADR 0078).
-        await restrict_to_user(db, ids.tenant, ids.user, session_id=ids.session)
+        # The tools search what the turn's retrieval may: the collections admission read for
+        # this credential, in the session's scope (ADR 0078, 0086). Read again here by the
+        # user alone, an admin's member-role key saw every collection through a tool call.
+        await restrict_to_collections(db, state["collections"])
         for call in asked.tool_calls:
             outcome = await run_tool(ctx, db, state, call["name"], call["args"], sources)
             # Every round's results share what the prompt left of the budget.
