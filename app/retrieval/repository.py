@@ -192,16 +192,12 @@ _LANGUAGES = text(_LANGUAGES_SQL)
 # HNSW, and the model whose vectors are stored (changed by `threadline reindex` while this
 # process may still run).
 # `max_scan_tuples`: how far an iterative scan may go to fill a filtered result, so a tenant
-# with a tiny share of the rows still gets its full candidate list. `plan_cache_mode`: the
-# search statements are planned for their tenant and collections every time; a prepared
-# statement's generic plan, made for no tenant in particular, sorted a large tenant's rows
-# by distance instead of using the HNSW index (575 ms against 5 ms, ADR 0094).
+# with a tiny share of the rows still gets its full candidate list.
 _PREPARE_SEARCH = text(
     """
     SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
            set_config('hnsw.ef_search', :ef_search, true),
            set_config('hnsw.max_scan_tuples', :max_scan_tuples, true),
-           set_config('plan_cache_mode', 'force_custom_plan', true),
            (SELECT chunks FROM kb_corpus_stats WHERE tenant_id = :tenant) AS kb_chunks,
            (SELECT coalesce(sum(chunk_count), 0) FROM kb_documents
             WHERE tenant_id = :tenant AND status = 'ready'
@@ -447,7 +443,12 @@ def _nearest_statement(source: Source, exact: bool, narrowed: bool = False) -> S
     to build, on the first token's path); `tenant`, `vector`, `limit` and, for attachments,
     `attachments` are its parameters."""
     chunk, parent = source.chunk, source.parent
-    tenant_id: BindParameter[uuid.UUID] = bindparam("tenant")
+    # The tenant and the limit are written into the statement's text (`literal_execute`):
+    # a prepared statement's generic plan, made for no tenant and a guessed limit, sorted a
+    # large tenant's rows by distance (575 ms against 5 ms), and a tenant's own HNSW index
+    # (ADR 0095) serves only statements that name it. Planned for every execution instead,
+    # each search statement cost PostgreSQL ~14 ms of CPU a turn (ADR 0096).
+    tenant_id: BindParameter[uuid.UUID] = bindparam("tenant", literal_execute=True)
     # Nearest chunks first, from the chunk table alone (the shape the HNSW index serves,
     # iterative scans included); documents and text joined to the few found.
     distance = chunk.embedding.cosine_distance(bindparam("vector"))
@@ -476,7 +477,7 @@ def _nearest_statement(source: Source, exact: bool, narrowed: bool = False) -> S
             nearest_query = nearest_query.where(
                 func.array_position(collections, KbChunk.collection_id).is_not(None)
             )
-    limit = bindparam("limit", type_=Integer)
+    limit = bindparam("limit", type_=Integer, literal_execute=True)
     nearest = (nearest_query.order_by(distance).limit(limit).cte("nearest")).prefix_with(
         "MATERIALIZED"
     )

@@ -83,15 +83,17 @@ async def _indexes(owner: AsyncEngine) -> dict[str, bool]:
 async def _index_of_plan(owner: AsyncEngine, tenant: uuid.UUID) -> str:
     """The index the product's HNSW search statement scans for `tenant`, as the planner
     chooses it when a sort is not an option (the tiny table would otherwise be scanned)."""
-    compiled = _nearest_statement(KB, exact=False).compile(
-        dialect=postgresql.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
+    # The tenant and the limit are written into the statement (ADR 0096): rendered here.
+    vector = list((await HashingEmbedder().embed([f"passage 1 of {tenant}"]))[0])
+    statement = _nearest_statement(KB, exact=False).params(tenant=tenant, limit=3, vector=vector)
+    compiled = statement.compile(
+        dialect=postgresql.dialect(paramstyle="named"),  # type: ignore[no-untyped-call]
+        compile_kwargs={"render_postcompile": True},
     )
-    vector = str(list((await HashingEmbedder().embed([f"passage 1 of {tenant}"]))[0]))
-    params = {**compiled.params, "tenant": tenant, "vector": vector, "limit": 3}
+    params = {"distance_1": 1, "param_1": 1, "status_1": "ready", "vector": str(vector)}
     async with owner.begin() as connection:
         await connection.execute(text("SET LOCAL enable_sort = off"))
-        # Planned for its tenant, as every search is (ADR 0094): an explained statement's
-        # plan is a custom one, made for these values.
+        # The tenant is in the statement's text, so even a generic plan is made for it.
         sql = re.sub(r"::(\w+)", r"\\:\\:\1", str(compiled))  # casts, not parameters
         rows = await connection.execute(text("EXPLAIN " + sql), params)
         plan = "\n".join(row[0] for row in rows)
