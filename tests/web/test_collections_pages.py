@@ -72,3 +72,21 @@ async def test_admin_shares_a_collection_with_a_group_and_its_member_scopes_a_ch
         manifest = turn["items"][0]["context_metadata"]
         assert "access" in manifest, (turn["items"][0]["status"], len(turn["items"]))
         assert manifest["access"]["scope"] == [wanted]
+
+    # A change in a stored conversation is saved at once, and shown when it is reopened.
+    await picker.locator("label", has_text=collection).locator("input").uncheck()
+    await picker.locator("label", has_text="General").locator("input").check()
+    await expect(picker.locator("p")).to_have_text(re.compile(r"^Searching only: General"))
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        member = await api_login(client, email)
+        general = next(c["id"] for c in visible if c["name"] == "General")
+        stored = (await client.get(f"/sessions/{session_id}", headers=member)).json()
+        assert stored["collection_ids"] == [general]
+    await page.goto(f"{world.url}/#/new")
+    await page.goto(f"{world.url}/#/c/{session_id}")
+    reopened = page.locator("fieldset.scope-picker")
+    await expect(reopened.locator("label", has_text="General").locator("input")).to_be_checked()
+    await expect(
+        reopened.locator("label", has_text=collection).locator("input")
+    ).not_to_be_checked()
+    await screenshot(page, "chat-scope-reopened")

@@ -78,7 +78,7 @@ class SessionResponse(BaseModel):
 
 
 class UpdatedSessionResponse(SessionResponse):
-    """A chat session after a change, with the collections it is restricted to."""
+    """A chat session with the collections it is restricted to (read, or after a change)."""
 
     collection_ids: list[uuid.UUID]
     """Empty: not restricted (every collection the user may see)."""

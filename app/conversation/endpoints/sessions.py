@@ -73,12 +73,16 @@ async def list_sessions(
     )
 
 
-@router.get("/{session_id}", response_model=SessionResponse)
+@router.get("/{session_id}", response_model=UpdatedSessionResponse)
 async def read_session(
     session_id: uuid.UUID, principal: CurrentPrincipal, db: DbSession
-) -> SessionResponse:
-    """One of the caller's sessions."""
-    return SessionResponse.model_validate(await service.get_owned(db, principal, session_id))
+) -> UpdatedSessionResponse:
+    """One of the caller's sessions, with the collections its turns are restricted to (the
+    web app shows them when the conversation is reopened)."""
+    chat, scope = await service.get_owned_with_scope(db, principal, session_id)
+    return UpdatedSessionResponse(
+        **SessionResponse.model_validate(chat).model_dump(), collection_ids=scope
+    )
 
 
 @router.patch(

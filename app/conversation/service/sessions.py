@@ -42,6 +42,14 @@ async def get_owned(db: AsyncSession, principal: Principal, session_id: uuid.UUI
     return found
 
 
+async def get_owned_with_scope(
+    db: AsyncSession, principal: Principal, session_id: uuid.UUID
+) -> tuple[ChatSession, list[uuid.UUID]]:
+    """The caller's session and the collections it is restricted to; 404 as `get_owned`."""
+    chat = await get_owned(db, principal, session_id)
+    return chat, await session_scope(db, principal.tenant_id, session_id)
+
+
 async def create(db: AsyncSession, principal: Principal, title: str | None) -> ChatSession:
     """Start a session for the caller (default title unless one is given)."""
     chat = ChatSession(user_id=principal.user_id, title=title or DEFAULT_TITLE)

@@ -71,6 +71,7 @@ export async function chatPage(main, sessionId) {
   const composer = h(
     "form",
     { class: "composer", "aria-label": "Send a message" },
+    scope.el,
     attachments.list,
     attachments.error,
     textarea,
@@ -435,7 +436,7 @@ export async function chatPage(main, sessionId) {
       textarea.value = question;
       submit();
     });
-    turns.append(scope.el, intro.el);
+    turns.append(intro.el);
     textarea.focus();
     await Promise.all([loadSessions(true), intro.load(), scope.load()]);
     return;
@@ -448,7 +449,7 @@ export async function chatPage(main, sessionId) {
     return;
   }
   showSession();
-  await Promise.all([loadSessions(true), attachments.load(), loadTurns()]);
+  await Promise.all([loadSessions(true), attachments.load(), loadTurns(), scope.load(state.session)]);
   textarea.focus();
 
   async function loadTurns() {
