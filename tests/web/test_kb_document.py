@@ -5,6 +5,7 @@ not "1 chunks"), and no serious axe violation, light and dark."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import httpx
@@ -76,7 +77,7 @@ async def test_the_document_page_shows_its_status_history(page: Page, world: Wor
     )
     assert headings and empty == 0
     facts = page.locator("section[aria-labelledby=doc-facts]")
-    await expect(facts).to_contain_text("pii replaced")
+    await expect(facts).to_contain_text("PII replaced")
     await expect(facts).not_to_contain_text("[object Object]")
     for scheme in ("light", "dark"):
         await page.emulate_media(color_scheme=scheme)
@@ -85,3 +86,32 @@ async def test_the_document_page_shows_its_status_history(page: Page, world: Wor
         await history.scroll_into_view_if_needed()
         await screenshot(page, f"admin-kb-document-{scheme}")
     await page.emulate_media(color_scheme="light")
+
+
+async def test_an_admin_moves_a_document_to_another_collection_on_its_page(
+    page: Page, world: World
+) -> None:
+    archive = f"Archive {uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        made = await client.post("/admin/collections", json={"name": archive}, headers=headers)
+        assert made.status_code == 201, made.text
+        added = await client.post(
+            "/kb/documents",
+            json={"title": "Moving note", "text": f"Boxes move on day {uuid.uuid4().hex}."},
+            headers=headers,
+        )
+        doc_id = added.json()["id"]
+    await sign_in(page, world, world.admin_email)
+    await expect(page.locator("#message")).to_be_visible()
+    await page.goto(f"{world.url}/#/admin/kb/{doc_id}")
+    await expect(page.locator("#doc-collection")).to_have_text("General")
+    await page.select_option("#doc-move", label=archive)
+    await page.get_by_role("button", name="Move", exact=True).click()
+    await expect(page.get_by_role("status")).to_contain_text(f"Moved to {archive}")
+    await expect(page.locator("#doc-collection")).to_have_text(archive)
+    await screenshot(page, "admin-document-moved")
+    async with httpx.AsyncClient(base_url=world.url, timeout=30) as client:
+        headers = await api_login(client, world.admin_email)
+        doc = (await client.get(f"/kb/documents/{doc_id}", headers=headers)).json()
+        assert doc["collection_id"] == made.json()["id"]

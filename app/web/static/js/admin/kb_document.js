@@ -19,7 +19,7 @@ export async function renderDocument(main, id) {
   const collection = collections.items.find((c) => c.id === doc.collection_id);
   const facts = [
     ["Status", [tag(doc.status), doc.error ? h("span", { class: "error" }, ` ${doc.error}`) : null]],
-    ["Collection", collection ? collection.name : "—"],
+    ["Collection", h("span", { id: "doc-collection" }, collection ? collection.name : "—")],
     ["File", doc.filename || "— (added as text)"],
     ["Type", doc.content_type || "—"],
     ["Size", countOf(doc.size_bytes, "byte")],
@@ -27,7 +27,12 @@ export async function renderDocument(main, id) {
     ["Added", when(doc.created_at)],
     ["Last change", when(doc.updated_at)],
   ];
-  for (const [key, value] of Object.entries(doc.ingestion || {})) facts.push([key.replaceAll("_", " "), fact(value)]);
+  for (const [key, value] of Object.entries(doc.ingestion || {})) {
+    if (key === "chunks") continue; // "Chunks" above
+    const label = key === "pii_replaced" ? "PII replaced" : key.replaceAll("_", " ");
+    facts.push([label.charAt(0).toUpperCase() + label.slice(1), fact(value)]);
+  }
+  const move = moveForm(doc, collections.items, status);
   // Newest first, the latest 50 (the API's bound): what happened last is read first.
   const history = table(
     [
@@ -78,9 +83,40 @@ export async function renderDocument(main, id) {
     doc.title,
     h("p", {}, h("a", { href: "#/admin/kb" }, "← All documents")),
     status.el,
-    h("section", { class: "card build", "aria-labelledby": "doc-facts" }, h("h2", { id: "doc-facts" }, "Document"), h("dl", {}, facts.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])), remove),
+    h("section", { class: "card build", "aria-labelledby": "doc-facts" }, h("h2", { id: "doc-facts" }, "Document"), h("dl", {}, facts.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])), move, remove),
     h("section", { class: "card", "aria-labelledby": "doc-history" }, h("h2", { id: "doc-history" }, "Status history"), h("p", { class: "muted" }, "Newest first; the latest 50 changes."), history),
     h("section", { class: "card", "aria-labelledby": "doc-chunks" }, h("h2", { id: "doc-chunks" }, "Chunks"), chunks, paging.el),
   );
   await paging.reset();
+}
+
+/** "Move to collection": the document and its chunks into another active collection. */
+function moveForm(doc, collections, status) {
+  const others = collections.filter((c) => c.status === "active" && c.id !== doc.collection_id);
+  if (!others.length) return null;
+  const select = h("select", { id: "doc-move" }, others.map((c) => h("option", { value: c.id }, c.name)));
+  const form = h(
+    "form",
+    { class: "move-form", "aria-label": "Move to another collection" },
+    h("label", { for: "doc-move" }, "Move to collection"),
+    select,
+    h("button", { type: "submit", class: "secondary" }, "Move"),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const target = others.find((c) => c.id === select.value);
+    try {
+      await api(`/admin/collections/${target.id}/documents`, { method: "POST", body: { document_id: doc.id } });
+      status.say(`Moved to ${target.name}: only the people who may see it find this document now.`);
+      const shown = document.getElementById("doc-collection");
+      if (shown) shown.textContent = target.name;
+      const previous = collections.find((c) => c.id === doc.collection_id);
+      doc.collection_id = target.id;
+      select.querySelector(`option[value="${target.id}"]`).remove();
+      if (previous) select.append(h("option", { value: previous.id }, previous.name));
+    } catch (e) {
+      status.fail(e);
+    }
+  });
+  return form;
 }
