@@ -55,3 +55,40 @@ async def test_an_admin_sets_sso_and_a_newcomer_signs_in_with_it(
         async with httpx.AsyncClient(base_url=world.url) as client:
             headers = await api_login(client, world.admin_email)
             assert (await client.delete("/admin/sso", headers=headers)).status_code == 204
+
+
+async def test_turning_passwords_off_asks_first_and_sso_can_be_removed_on_the_page(
+    page: Page, world: World
+) -> None:
+    """Unticking "Password login allowed" locks out whoever has not signed in with single
+    sign-on, admins included: the page asks before saving it, and removing single sign-on
+    is a button of its own."""
+    domain = world.admin_email.rsplit("@", 1)[1]
+    await sign_in(page, world, world.admin_email)
+    await page.goto(f"{world.url}/#/admin/sso")
+    await page.fill("#s-name", "Nowhere ID")
+    await page.fill("#s-issuer", "http://127.0.0.1:9/")
+    await page.fill("#s-client", CLIENT_ID)
+    await page.fill("#s-secret", CLIENT_SECRET)
+    await page.fill("#s-domains", domain)
+    await page.uncheck("#s-passwords")
+    await page.click("form button[type=submit]")
+    dialog = page.get_by_role("dialog", name="Turn off password sign-in?")
+    await expect(dialog).to_be_visible()
+    await dialog.get_by_role("button", name="Cancel").click()
+    async with httpx.AsyncClient(base_url=world.url) as client:
+        headers = await api_login(client, world.admin_email)
+        assert (await client.get("/admin/sso", headers=headers)).status_code == 404
+
+    await page.check("#s-passwords")
+    await page.click("form button[type=submit]")
+    await expect(page.get_by_role("status")).to_have_text("Saved.")
+    await page.get_by_role("button", name="Remove single sign-on").click()
+    confirm = page.get_by_role("dialog", name="Remove single sign-on?")
+    await confirm.get_by_role("button", name="Remove single sign-on").click()
+    await expect(page.get_by_role("status")).to_have_text(
+        "Single sign-on removed. Everyone signs in with a password."
+    )
+    async with httpx.AsyncClient(base_url=world.url) as client:
+        headers = await api_login(client, world.admin_email)
+        assert (await client.get("/admin/sso", headers=headers)).status_code == 404
