@@ -241,3 +241,20 @@ async def test_api_keys_are_listed_a_page_at_a_time(page: Page, world: World) ->
     await expect(keys.locator("tbody tr").first).not_to_contain_text("paged-11")
     await expect(keys.get_by_text("Page 2")).to_be_visible()
     await screenshot(page, "admin-keys-paged")
+
+
+async def test_no_admin_page_scrolls_sideways_on_a_phone(page: Page, world: World) -> None:
+    """At 390 px a table scrolls inside its own box; the page itself never pans sideways
+    (a visually hidden column heading, placed absolutely, widened it by 140 px)."""
+    await sign_in(page, world, world.admin_email)
+    await expect(page.locator("#message")).to_be_visible()
+    await page.set_viewport_size(NARROW)
+    try:
+        for route in ("kb", "collections", "groups", "users", "faqs", "sso", "audit"):
+            await page.goto(f"{world.url}/#/admin/{route}")
+            await expect(page.locator("h1")).to_be_visible()
+            await page.wait_for_timeout(150)
+            wide = await page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= NARROW["width"], (route, wide)
+    finally:
+        await page.set_viewport_size(WIDE)
