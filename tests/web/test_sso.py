@@ -92,3 +92,34 @@ async def test_turning_passwords_off_asks_first_and_sso_can_be_removed_on_the_pa
     async with httpx.AsyncClient(base_url=world.url) as client:
         headers = await api_login(client, world.admin_email)
         assert (await client.get("/admin/sso", headers=headers)).status_code == 404
+
+
+async def test_a_password_refused_for_sso_leads_to_the_organisations_button(
+    page: Page, world: World
+) -> None:
+    """Signed in with a password where the organisation allows only single sign-on, and no
+    organisation typed: the page opens the organisation field and says what to do, and the
+    button appears once it is typed."""
+    domain = world.admin_email.rsplit("@", 1)[1]
+    async with httpx.AsyncClient(base_url=world.url) as client:
+        headers = await api_login(client, world.admin_email)
+        body = {
+            "display_name": "Nowhere ID",
+            "issuer": "http://127.0.0.1:9/",
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "allowed_domains": [domain],
+            "password_login": False,
+        }
+        assert (await client.put("/admin/sso", json=body, headers=headers)).status_code == 200
+    try:
+        await sign_in(page, world, world.admin_email)
+        await expect(page.get_by_role("alert")).to_contain_text("Type its name under Organisation")
+        await expect(page.locator("#tenant")).to_be_focused()
+        await page.fill("#tenant", world.tenant)
+        await page.locator("#tenant").blur()
+        await expect(page.get_by_role("link", name="Sign in with Nowhere ID")).to_be_visible()
+    finally:
+        # The access token taken before passwords were turned off is still good for this.
+        async with httpx.AsyncClient(base_url=world.url) as client:
+            assert (await client.delete("/admin/sso", headers=headers)).status_code == 204

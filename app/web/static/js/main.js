@@ -1,7 +1,7 @@
 // The web app's entry: sign-in, the page shell and the routes (after `#`, so the server
 // serves one page and no token or id ever needs a server route of its own).
 
-import { currentUser, humanError, login, logout, onAuthChange, restore, takeNotice } from "./api.js";
+import { ApiError, currentUser, humanError, login, logout, onAuthChange, restore, takeNotice } from "./api.js";
 import { chatPage, latestSession } from "./chat.js";
 import { errorBox, h, mount } from "./dom.js";
 import { organisationFromAddress, showSignInOptions, takeRefusal } from "./sso.js";
@@ -76,6 +76,12 @@ function loginPage() {
       error.textContent = humanError(e);
       error.className = "error";
       error.hidden = false;
+      if (e instanceof ApiError && e.code === "password_login_disabled" && !sso.childElementCount) {
+        // Its button shows once the organisation is named: ask for it where it is typed.
+        error.textContent = "Your organisation signs in with single sign-on. Type its name under Organisation to see its “Sign in with …” button.";
+        details.open = true;
+        tenant.focus();
+      }
     } finally {
       button.disabled = false;
     }

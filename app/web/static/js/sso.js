@@ -29,9 +29,26 @@ export function takeRefusal() {
   return REFUSALS[code] || "Single sign-on did not succeed. Please try again.";
 }
 
-/** The organisation named in the address (`?org=`), if any. */
+const REMEMBERED = "threadline.organisation";
+
+/** The organisation named in the address (`?org=`), else the one whose "Sign in with …"
+ * this browser used last (a refused sign-in comes back without `?org=`). */
 export function organisationFromAddress() {
-  return new URLSearchParams(location.search).get("org") || "";
+  const named = new URLSearchParams(location.search).get("org");
+  if (named) return named;
+  try {
+    return localStorage.getItem(REMEMBERED) || "";
+  } catch {
+    return ""; // storage refused: the field stays empty
+  }
+}
+
+function remember(organisation) {
+  try {
+    localStorage.setItem(REMEMBERED, organisation);
+  } catch {
+    // storage refused: the next visit asks again
+  }
 }
 
 /**
@@ -53,6 +70,7 @@ export async function showSignInOptions(slot, organisation, email, onPasswordLog
   for (const option of options.sso) {
     const link = h("a", { class: "button primary sso", href: option.login_url }, `Sign in with ${option.display_name}`);
     link.addEventListener("click", () => {
+      remember(organisation);
       const hint = email();
       if (hint) link.href = `${option.login_url}?${new URLSearchParams({ login_hint: hint })}`;
     });
