@@ -115,3 +115,6 @@ async def test_an_admin_moves_a_document_to_another_collection_on_its_page(
         headers = await api_login(client, world.admin_email)
         doc = (await client.get(f"/kb/documents/{doc_id}", headers=headers)).json()
         assert doc["collection_id"] == made.json()["id"]
+        # Out of the shared world again: later tests weigh what a member's first load reads.
+        await client.delete(f"/kb/documents/{doc_id}", headers=headers)
+        await client.delete(f"/admin/collections/{made.json()['id']}", headers=headers)

@@ -77,8 +77,7 @@ function loginPage() {
       error.className = "error";
       error.hidden = false;
       if (e instanceof ApiError && e.code === "password_login_disabled" && !sso.childElementCount) {
-        // Its button shows once the organisation is named: ask for it where it is typed.
-        error.textContent = "Your organisation signs in with single sign-on. Type its name under Organisation to see its “Sign in with …” button.";
+        error.textContent = "Your organisation signs in with single sign-on: type its name under Organisation.";
         details.open = true;
         tenant.focus();
       }

@@ -1,20 +1,23 @@
-// The conversation's scope picker: the collections the user may search (`GET /collections`);
-// ticking some restricts the conversation to them (`PATCH /sessions/{id}`, ADR 0078). A new
-// chat sends the ticks with its creation; a stored conversation shows its scope and saves a
-// change at once, so the next question searches what the picker shows.
+// The conversation's scope picker (`GET /collections`): ticks restrict it to those collections
+// (`PATCH /sessions/{id}`, ADR 0078); a stored conversation saves a change at once.
 
 import { api, humanError } from "./api.js";
 import { h, mount } from "./dom.js";
 
-const EVERYTHING = "None ticked: every collection you may see.";
+const ALL = "None ticked: every collection you may see.";
 
 export function scopePicker() {
-  const status = h("p", { class: "muted", "aria-live": "polite" }, EVERYTHING);
-  const el = h("fieldset", { class: "scope-picker", hidden: true }, h("legend", {}, "Search in"));
+  const status = h("p", { class: "muted", "aria-live": "polite" }, ALL);
+  const el = h("fieldset", { class: "scope-picker", hidden: true });
   let sessionId = null;
+  const boxes = () => [...el.querySelectorAll("input")];
+  const chosen = () => boxes().filter((i) => i.checked).map((i) => i.value);
+  const describe = () => {
+    const names = boxes().filter((i) => i.checked).map((i) => i.parentElement.textContent);
+    status.textContent = names.length ? `Searching only: ${names.join(", ")}.` : ALL;
+  };
 
-  /** Show the picker for `session` (a stored conversation with its `collection_ids`; null:
-   * a new chat). Nothing is shown when the user may see one collection only. */
+  /** `session`: a stored conversation (with `collection_ids`), or null for a new chat. */
   async function load(session = null) {
     sessionId = session?.id ?? null;
     let items;
@@ -24,42 +27,26 @@ export function scopePicker() {
       return; // the chat works without it
     }
     if (items.length < 2) return; // one collection: nothing to choose
-    const ticked = new Set(session?.collection_ids ?? []);
-    const boxes = items.map((c) =>
-      h("label", { class: "check" }, h("input", { type: "checkbox", id: `scope-${c.id}`, "data-collection": c.id, checked: ticked.has(c.id), onchange: save }), `${c.name} (${c.documents})`),
-    );
-    mount(el, h("legend", {}, "Search in"), boxes, status);
-    describe(chosen(), items);
+    const ticked = session?.collection_ids ?? [];
+    const labels = items.map((c) => h("label", { class: "check" }, h("input", { type: "checkbox", value: c.id, checked: ticked.includes(c.id), onchange: save }), `${c.name} (${c.documents})`));
+    mount(el, h("legend", {}, "Search in"), labels, status);
+    describe();
     el.hidden = false;
   }
-  function chosen() {
-    return [...el.querySelectorAll("input[data-collection]:checked")].map((i) => i.dataset.collection);
-  }
-  function describe(ids) {
-    const names = ids.map((id) => el.querySelector(`#scope-${CSS.escape(id)}`)?.parentElement?.textContent ?? id);
-    status.textContent = ids.length ? `Searching only: ${names.join(", ")}.` : EVERYTHING;
-    status.classList.remove("error");
-  }
-  /** A stored conversation: the change applies to its next question. */
   async function save() {
-    if (!sessionId) {
-      describe(chosen());
-      return;
-    }
+    if (!sessionId) return describe();
     try {
-      const updated = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { collection_ids: chosen() } });
-      for (const box of el.querySelectorAll("input[data-collection]")) box.checked = updated.collection_ids.includes(box.dataset.collection);
-      describe(updated.collection_ids);
+      const { collection_ids: ids } = await api(`/sessions/${sessionId}`, { method: "PATCH", body: { collection_ids: chosen() } });
+      for (const box of boxes()) box.checked = ids.includes(box.value);
+      describe();
     } catch (e) {
       status.textContent = `Not saved: ${humanError(e)}`;
-      status.classList.add("error");
     }
   }
   /** Restrict a just-created conversation to the ticked collections, if any. */
   async function apply(id) {
     sessionId = id;
-    const ids = chosen();
-    if (ids.length) await api(`/sessions/${id}`, { method: "PATCH", body: { collection_ids: ids } });
+    if (chosen().length) await api(`/sessions/${id}`, { method: "PATCH", body: { collection_ids: chosen() } });
   }
   return { el, load, apply };
 }

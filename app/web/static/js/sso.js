@@ -31,15 +31,14 @@ export function takeRefusal() {
 
 const REMEMBERED = "threadline.organisation";
 
-/** The organisation named in the address (`?org=`), else the one whose "Sign in with …"
- * this browser used last (a refused sign-in comes back without `?org=`). */
+/** `?org=`, else the organisation whose SSO this browser used last. */
 export function organisationFromAddress() {
   const named = new URLSearchParams(location.search).get("org");
   if (named) return named;
   try {
     return localStorage.getItem(REMEMBERED) || "";
   } catch {
-    return ""; // storage refused: the field stays empty
+    return "";
   }
 }
 
@@ -47,7 +46,7 @@ function remember(organisation) {
   try {
     localStorage.setItem(REMEMBERED, organisation);
   } catch {
-    // storage refused: the next visit asks again
+    // storage refused
   }
 }
 
