@@ -54,8 +54,13 @@ def build_responder(
             timeout=settings.llm_timeout_seconds,
             stream_usage=True,
             max_retries=2,
+            # Silence between chunks is bounded by the completions below, without a task a
+            # chunk (app/llm/openai_stream.py).
+            stream_chunk_timeout=None,
         )
-        chat.async_client = PlainMessageCompletions(chat.root_async_client)
+        chat.async_client = PlainMessageCompletions(
+            chat.root_async_client, silence_seconds=settings.llm_timeout_seconds
+        )
         return ChatModelResponder(chat, model)
     from langchain_anthropic import ChatAnthropic
 

@@ -71,7 +71,8 @@ async def test_the_body_sent_is_the_sdks_own(
     client = _client(bodies)
     params: dict[str, Any] = {"model": "m", "temperature": 0.2, "extra_body": extra_body}
     await client.chat.completions.create(messages=messages, **params)  # type: ignore[arg-type]
-    await PlainMessageCompletions(client).create(messages=iter(messages), **params)
+    completions = PlainMessageCompletions(client, silence_seconds=60)
+    await completions.create(messages=iter(messages), **params)
     sdk, ours = (json.loads(body) for body in bodies)
     assert ours == sdk
     assert ours["messages"] == messages
