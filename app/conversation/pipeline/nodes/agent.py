@@ -20,6 +20,7 @@ from langchain_core.messages import (
     messages_from_dict,
     messages_to_dict,
 )
+from langchain_core.messages.ai import add_ai_message_chunks
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
@@ -163,13 +164,16 @@ async def _call(runnable: Any, messages: list[BaseMessage], *, stream_tokens: bo
         assert isinstance(message, AIMessage)
         return message
     write = get_stream_writer()
-    reply: AIMessageChunk | None = None
+    chunks: list[AIMessageChunk] = []
     async for chunk in runnable.astream(messages):
-        reply = chunk if reply is None else reply + chunk
+        chunks.append(chunk)
         text = chunk.text
         if text:
             write({"token": text})
-    return reply or AIMessageChunk(content="")
+    if not chunks:
+        return AIMessageChunk(content="")
+    # Merged once at the end: adding each chunk to the reply so far rebuilds it every time.
+    return add_ai_message_chunks(chunks[0], *chunks[1:])
 
 
 def _usage(state: TurnState, messages: list[BaseMessage], reply: AIMessage) -> Usage:
