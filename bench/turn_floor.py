@@ -11,6 +11,9 @@ Threadline's around it:
   * the model call through LangChain's OpenAI provider, with two tools bound, against
     `bench/fake_openai.py` (40 tokens, no delay): `ainvoke` (what `/chat` does) and
     `astream` (what `/chat/stream` does);
+  * the same streamed call through Threadline's own provider (`app/llm/providers.py`: the
+    chunks read as dicts off the body, app/llm/openai_stream.py), merged once as the agent
+    node merges them;
   * beside them, the same call through the bare `openai` SDK, unstreamed and streamed.
 
 A turn pays all of these plus its own work (authentication, history, guards, retrieval,
@@ -105,8 +108,18 @@ async def _model_ms(base_url: str, calls: int) -> dict[str, float]:
         """Read earlier turns of the conversation."""
         return ""
 
+    from langchain_core.messages.ai import add_ai_message_chunks
+
+    from app.config import Settings
+    from app.llm.providers import build_responder
+    from app.llm.responder import ChatModelResponder
+
     model = ChatOpenAI(model="fake", base_url=base_url, api_key="bench")
     bound = model.bind_tools([search_knowledge_base, read_earlier_turns])
+    settings = Settings(llm="openai-compatible", openai_base_url=base_url, openai_api_key="bench")
+    product = build_responder(settings)
+    assert isinstance(product, ChatModelResponder)
+    ours = product.model.bind_tools([search_knowledge_base, read_earlier_turns])
     messages = [SystemMessage("Answer from the numbered sources. " * 20)] + [
         HumanMessage(f"Question {n} about the handbook's rules. " * 5) for n in range(6)
     ]
@@ -121,6 +134,10 @@ async def _model_ms(base_url: str, calls: int) -> dict[str, float]:
     async def stream() -> None:
         async for _ in bound.astream(messages):
             pass
+
+    async def ours_stream() -> None:
+        chunks: list[Any] = [chunk async for chunk in ours.astream(messages)]
+        add_ai_message_chunks(chunks[0], *chunks[1:])
 
     async def sdk_invoke() -> None:
         await sdk.chat.completions.create(model="fake", messages=plain)  # type: ignore[arg-type]
@@ -137,6 +154,7 @@ async def _model_ms(base_url: str, calls: int) -> dict[str, float]:
     return {
         "LangChain ChatOpenAI.ainvoke (2 tools bound)": await _cpu_ms(invoke, calls),
         "LangChain ChatOpenAI.astream (2 tools bound)": await _cpu_ms(stream, calls),
+        "Threadline's provider, astream (2 tools bound)": await _cpu_ms(ours_stream, calls),
         "openai SDK, unstreamed": await _cpu_ms(sdk_invoke, calls),
         "openai SDK, streamed": await _cpu_ms(sdk_stream, calls),
     }
