@@ -293,7 +293,9 @@ async def _replays(stack: Stack, results: list[StreamResult]) -> list[StreamResu
     is answered now (its replay, or a new turn if the key was forgotten)."""
     gate = asyncio.Semaphore(10)
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0)) as client:
-        await _login(client, stack.bases[0])
+        # Process A is still down after the sigkill phase (it is restarted after the count).
+        alive = [base for base, api in zip(stack.bases, stack.apis, strict=True) if api.running]
+        await _login(client, alive[0])
 
         async def replay(r: StreamResult) -> StreamResult:
             again = StreamResult(r.index, r.session_id, r.key)
