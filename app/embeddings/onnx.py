@@ -54,10 +54,9 @@ class OnnxMiniLMEmbedder:
         # database, the event loop and the extraction workers on the same cores.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # onnxruntime's arena keeps the largest run's buffers for the life of the process: one
-        # ingestion batch of long chunks (16 x 256 word pieces) took a server from 232 to
-        # 841 MiB for good. A call of many texts gives them back after its last batch (its
-        # longest, the texts run sorted by length); without the arena at all, ingestion was
-        # a third slower (issue 32).
+        # batch of 16 long chunks (256 word pieces each) kept about 300 MiB for good. A call
+        # of many texts gives them back after its last batch (its longest: the texts run
+        # sorted by length); without the arena at all, ingestion was a third slower (issue 32).
         self._release = onnxruntime.RunOptions()
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._session: Any = onnxruntime.InferenceSession(
