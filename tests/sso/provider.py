@@ -9,6 +9,7 @@ missing test service (tests/services.py).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -69,14 +70,17 @@ def install() -> str:
     lock = (PROVIDER_DIR / "package-lock.json").read_bytes()
     stamp = PROVIDER_DIR / "node_modules" / ".threadline-lock-sha256"
     wanted = hashlib.sha256(lock).hexdigest()
-    if not stamp.exists() or stamp.read_text() != wanted:
-        subprocess.run(
-            [_tool("npm"), "ci", "--prefer-offline", "--no-audit", "--no-fund", "--silent"],
-            cwd=PROVIDER_DIR,
-            check=True,
-            timeout=INSTALL_TIMEOUT_SECONDS,
-        )
-        stamp.write_text(wanted)
+    # Test workers run side by side (pytest-xdist): one installs, the others wait and reuse.
+    with (PROVIDER_DIR / ".install.lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != wanted:
+            subprocess.run(
+                [_tool("npm"), "ci", "--prefer-offline", "--no-audit", "--no-fund", "--silent"],
+                cwd=PROVIDER_DIR,
+                check=True,
+                timeout=INSTALL_TIMEOUT_SECONDS,
+            )
+            stamp.write_text(wanted)
     return node
 
 
