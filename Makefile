@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The suite runs on two workers, each with its own PostgreSQL and browser (docs/adr/0098);
+# TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: install demo serve test lint format bench clean
 
@@ -29,7 +32,7 @@ serve: install
 	$(BIN)/threadline serve --host $(HOST) --port $(PORT)
 
 test: install
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .

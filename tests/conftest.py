@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+from _pytest.nodeid import NodeId  # pytest 9's node ids; see the last hook
 from fastapi import FastAPI
 from redis.asyncio import Redis
 from sqlalchemy import text
@@ -233,3 +234,12 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as c:
         yield c
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """schemathesis names one item per operation (`test[GET /healthz]`), but on pytest 9 all
+    of them carry the function's node id; pytest-xdist tells items apart by node id, so it
+    would run one operation of 82. Each gets the node id its name implies."""
+    for item in items:
+        if type(item).__name__ == "SchemathesisFunction" and item.parent is not None:
+            item._id = NodeId.parse(f"{item.parent.nodeid}::{item.name}")
