@@ -19,6 +19,7 @@ import threading
 from concurrent.futures import CancelledError
 from typing import Any
 
+from billiard.process import current_process
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
 from celery.exceptions import Reject, WorkerShutdown
@@ -174,6 +175,11 @@ def _hand_back_at_sigterm() -> None:
 
 @worker_process_init.connect
 def _start_child(**_: Any) -> None:
+    # The solo pool sends this signal too, in the worker's main process: there SIGTERM must
+    # stay Celery's warm shutdown (which hands back through `_hand_back`); replacing it made
+    # a solo worker that had run one task ignore SIGTERM for good.
+    if current_process().name == "MainProcess":
+        return
     _child.prefork = True  # the child's main thread, which runs its tasks
     _build_in_background()  # a prefork child: its loop, engine and recovery
 

@@ -414,3 +414,37 @@ async def test_sigterm_mid_document_hands_it_back_and_the_next_worker_finishes_i
         await asyncio.sleep(0.1)
     assert next_log.count("'ready'") == 2, next_log
     assert "'ready'" not in workers.log("stopping")
+
+
+@pytest.mark.parametrize("pool", ["threads", "solo", "prefork"])
+async def test_a_worker_that_has_ingested_stops_at_sigterm(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    workers: Workers,
+    settings: Settings,
+    broker: str,
+    db: AsyncSession,
+    pool: str,
+) -> None:
+    """An idle worker that has run a task stops at once at SIGTERM. The solo pool sends
+    `worker_process_init` in the worker's own process, and the prefork children's SIGTERM
+    handler replaced Celery's there: after its first task a solo worker ignored SIGTERM
+    until it was killed (ten seconds of every test teardown here, a container's grace)."""
+    _empty_queue(broker)
+    worker = workers.start("idle", pool=pool, concurrency=2)
+    tenant = await make_tenant(db)
+    document = await _submit_manual(sessionmaker, settings, broker, tenant.id)
+    await _wait_for(
+        sessionmaker,
+        tenant.id,
+        document.id,
+        lambda d: d.status in ("ready", "failed"),
+        WORKER_START_SECONDS + INGEST_SECONDS,
+        "the worker never ingested the document",
+    )
+    worker.send_signal(signal.SIGTERM)
+    try:
+        code = await asyncio.to_thread(worker.wait, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running 15 s after SIGTERM:\n{workers.log('idle')}")
+    assert code == 0, workers.log("idle")
+    assert "Warm shutdown" in workers.log("idle")
