@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import time
 import uuid
@@ -26,6 +27,8 @@ from tests.services import require_service
 from tests.web.fake_model import fake_model
 
 SCREENSHOTS = Path(__file__).parent / "screenshots"
+# Where signing in lands: the latest conversation, or a new one.
+LANDED = re.compile(r"#/(c/[^/]+|new)$")
 WIDE: ViewportSize = {"width": 1440, "height": 900}
 NARROW: ViewportSize = {"width": 390, "height": 844}
 KB_DOCUMENTS = [
@@ -158,12 +161,18 @@ def watch_of(page: Page) -> Watch:
     return _WATCHES[id(page)]
 
 
-async def sign_in(page: Page, world: World, email: str, password: str | None = None) -> None:
-    """Log in through the form; returns once the page behind it is shown."""
+async def submit_login(page: Page, world: World, email: str, password: str | None = None) -> None:
+    """Fill in the login form and send it (a refusal is for the caller to see)."""
     await page.goto(world.url + "/")
     await page.fill("#email", email)
     await page.fill("#password", password or world.password)
     await page.click("form.login button[type=submit]")
+
+
+async def sign_in(page: Page, world: World, email: str, password: str | None = None) -> None:
+    """Log in through the form; returns once the page behind it is shown."""
+    await submit_login(page, world, email, password)
+    await page.wait_for_url(LANDED)
 
 
 async def screenshot(page: Page, name: str) -> None:

@@ -11,7 +11,7 @@ import httpx
 from playwright.async_api import Page, Route, expect
 
 from tests.factories import DEFAULT_PASSWORD
-from tests.web.conftest import World, api_login, screenshot, sign_in
+from tests.web.conftest import World, api_login, screenshot, sign_in, submit_login
 
 
 async def _member_with_a_turn(world: World) -> tuple[str, str]:
@@ -203,3 +203,28 @@ async def test_the_access_token_is_refreshed_silently_before_it_expires_and_logo
     await expect(page.locator("form.login")).to_be_visible()
     await page.reload()
     await expect(page.locator("form.login")).to_be_visible()
+
+
+async def test_a_page_opened_just_after_signing_in_is_not_replaced_by_the_landing(
+    page: Page, world: World
+) -> None:
+    """Signed in, the app looks up the latest conversation to open. A page opened before that
+    answer came (a link followed at once) stays open: the landing replaced it, which a
+    loaded machine showed as a browser test landing on #/new instead of the SSO page."""
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Route) -> None:
+        asked.set()
+        await release.wait()
+        await route.continue_()
+
+    await page.route(lambda url: url.endswith("/sessions?limit=1"), hold)
+    await submit_login(page, world, world.admin_email)
+    await asyncio.wait_for(asked.wait(), 30)
+    await page.evaluate("location.hash = '#/admin/sso'")
+    await expect(page.locator("#s-name")).to_be_visible()
+    async with page.expect_response(lambda r: r.url.endswith("/sessions?limit=1")):
+        release.set()
+    await page.wait_for_timeout(300)  # the landing ran just after its answer, when it did
+    assert page.url.endswith("#/admin/sso")
+    await expect(page.locator("#s-name")).to_be_visible()

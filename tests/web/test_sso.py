@@ -12,7 +12,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.sso.provider import CLIENT_ID, CLIENT_SECRET, OpenIdProvider, install
-from tests.web.conftest import World, api_login, sign_in
+from tests.web.conftest import World, api_login, sign_in, submit_login
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ async def test_a_password_refused_for_sso_leads_to_the_organisations_button(
         }
         assert (await client.put("/admin/sso", json=body, headers=headers)).status_code == 200
     try:
-        await sign_in(page, world, world.admin_email)
+        await submit_login(page, world, world.admin_email)
         await expect(page.get_by_role("alert")).to_contain_text("type its name under Organisation")
         await expect(page.locator("#tenant")).to_be_focused()
         await page.fill("#tenant", world.tenant)

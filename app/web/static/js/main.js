@@ -150,6 +150,8 @@ async function route() {
       await module.render(main, key, parts.slice(2));
     } else {
       const id = await latestSession();
+      // Gone elsewhere meanwhile (a link followed just after signing in): stay there.
+      if ((location.hash.replace(/^#/, "") || "/") !== path) return;
       location.replace(id ? `#/c/${id}` : "#/new");
     }
   } catch (e) {
