@@ -147,6 +147,10 @@ async def test_the_list_is_grouped_by_date_scrolls_on_and_searches_turns(
 ) -> None:
     """Issue 28 item 5: no search, no date groups; more than a page needed a button."""
     now = datetime.now(UTC)
+    # Five minutes ago, but never before midnight: the browser groups by its local day (this
+    # machine's), and just after midnight five minutes ago was yesterday.
+    midnight = datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+    today_at = max(now - timedelta(minutes=5), midnight + timedelta(seconds=1))
     conversations: list[tuple[str, datetime, list[tuple[str, str]]]] = [
         (f"Old topic {i:02d}", now - timedelta(days=40 + 9 * i), []) for i in range(40)
     ]
@@ -158,7 +162,7 @@ async def test_the_list_is_grouped_by_date_scrolls_on_and_searches_turns(
             [("What do we grow?", "Mostly kumquats this year.")],
         ),
         ("Yesterday's topic", now - timedelta(days=1), []),
-        ("Today's topic", now - timedelta(minutes=5), [("Ask", "Answer")]),
+        ("Today's topic", today_at, [("Ask", "Answer")]),
     ]
     seeded = await seed(test_database, conversations)
     await sign_in(page, world, seeded.email)
