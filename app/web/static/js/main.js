@@ -122,10 +122,12 @@ function shell(user, current) {
   return main;
 }
 
+const hashPath = () => location.hash.replace(/^#/, "") || "/";
+
 async function route() {
   const user = currentUser();
   if (!user) return loginPage();
-  const path = location.hash.replace(/^#/, "") || "/";
+  const path = hashPath();
   const parts = path.split("/").filter(Boolean);
   try {
     if (parts[0] === "c" && parts[1]) {
@@ -151,7 +153,7 @@ async function route() {
     } else {
       const id = await latestSession();
       // Gone elsewhere meanwhile (a link followed just after signing in): stay there.
-      if ((location.hash.replace(/^#/, "") || "/") !== path) return;
+      if (hashPath() !== path) return;
       location.replace(id ? `#/c/${id}` : "#/new");
     }
   } catch (e) {
